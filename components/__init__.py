@@ -1,0 +1,18 @@
+"""Slurm on Kubernetes platform components (one ComponentResource per concern)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+
+
+def child_opts(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], **extra: Any) -> pulumi.ResourceOptions:
+    """Options for a component's child: parented, and waiting for what the component waits for.
+
+    A component's own `depends_on` does not reach its children's registrations,
+    so e.g. the SlurmCluster CR would not wait for the CRDs without this.
+    """
+    inherited = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else ([opts.depends_on] if opts and opts.depends_on else [])
+    own = extra.pop("depends_on", None) or []
+    return pulumi.ResourceOptions(parent=parent, depends_on=[*inherited, *own] or None, **extra)

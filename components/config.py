@@ -1,0 +1,589 @@
+"""Stack configuration: one pydantic model tree, the single source of truth.
+
+Every key lives under the `slurm-platform:` namespace in `Pulumi.<stack>.yaml`
+as a structured object (camelCase keys). Defaults follow FPT Cloud's
+"Slurm on Managed GPU Cluster" guide (soperator / helm-slurm-cluster 1.14.10).
+
+`load_config()` validates everything before a single resource is registered
+and turns pydantic's errors into messages that name the config key path
+(`slurm-platform:storage.jail.size`), the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal, Mapping, Optional
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+PROJECT = "slurm-platform"
+
+# ---------------------------------------------------------------------------
+# Scalar types with the rules Kubernetes applies to them.
+
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
+_BINARY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CIDR = re.compile(r"^([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$|^[0-9a-fA-F:]+/[0-9]{1,3}$")
+
+
+def quantity_value(quantity: str) -> float:
+    """A Kubernetes resource quantity ("100Gi", "1500m", "8") as a plain number."""
+    match = _QUANTITY.match(str(quantity))
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {quantity!r}")
+    number, suffix = float(match.group(1)), match.group(3) or ""
+    return number * _BINARY_SUFFIX.get(suffix, _DECIMAL_SUFFIX.get(suffix, 1))
+
+
+def _check_quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ValueError("must be a Kubernetes quantity such as 100Gi, 1500m or 8")
+    return value
+
+
+def _check_dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError("must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters")
+    return value
+
+
+def _check_cidr(value: str) -> str:
+    if not _CIDR.match(value):
+        raise ValueError("must be a CIDR block such as 203.0.113.0/24")
+    return value
+
+
+def _require_unique(values: list[str], what: str) -> None:
+    duplicates = sorted({v for v in values if values.count(v) > 1})
+    if duplicates:
+        raise ValueError(f"{what} must be unique; repeated: {', '.join(duplicates)}")
+
+
+Quantity = Annotated[str, AfterValidator(_check_quantity)]
+DnsLabel = Annotated[str, AfterValidator(_check_dns_label)]
+Cidr = Annotated[str, AfterValidator(_check_cidr)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Model(BaseModel):
+    """Base: camelCase keys in YAML, unknown keys rejected (typos are errors)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------
+# Cluster-wide identity
+
+
+class ClusterConfig(Model):
+    name: DnsLabel = Field("fpt-hpc", description="SlurmCluster name (Slurm's ClusterName; do not change after creation).")
+    namespace: DnsLabel = Field("fpt-hpc", description="Namespace for the Slurm cluster, its volumes, secrets and LDAP.")
+    create_namespace: bool = Field(True, description="Declare the namespace; false when it already exists.")
+
+
+class KubernetesConfig(Model):
+    """How the program reaches Kubernetes: a kubeconfig context, or no cluster at all."""
+
+    context: Optional[str] = Field(None, description="kubeconfig context to use; the ambient default when unset.")
+    render_yaml_to_directory: Optional[str] = Field(
+        None, description="Write manifests to this directory instead of talking to a cluster."
+    )
+
+
+# ---------------------------------------------------------------------------
+# Node pools
+
+
+class Taint(Model):
+    key: str
+    value: Optional[str] = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class KarpenterConfig(Model):
+    """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
+
+    node_class_group: str = Field("karpenter.k8s.aws", description="nodeClassRef.group")
+    node_class_kind: str = Field("EC2NodeClass", description="nodeClassRef.kind")
+    node_class_name: str = Field("default", description="nodeClassRef.name")
+    instance_types: list[str] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
+    capacity_types: list[Literal["on-demand", "spot", "reserved"]] = Field(default_factory=lambda: ["on-demand"])
+
+
+class NodePoolConfig(Model):
+    name: DnsLabel
+    selector: dict[str, str] = Field(
+        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
+    )
+    gpu_product: Optional[str] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
+    cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
+    memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
+    node_count: int = Field(..., ge=0, description="Nodes in the pool (capacity used by policies).")
+    rdma: bool = Field(False, description="Nodes have RDMA/InfiniBand NICs (enables the NicClusterPolicy).")
+    taints: list[Taint] = Field(default_factory=list, description="Taints the pool's nodes carry.")
+    label_existing_nodes: list[str] = Field(
+        default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
+    )
+    karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpus_per_node > 0
+
+
+def _default_pools() -> list[NodePoolConfig]:
+    return [
+        NodePoolConfig(
+            name="gpu",
+            selector={"worker.fptcloud/pool": "gpu"},
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            gpus_per_node=8,
+            cpu_per_node="112",
+            memory_per_node="1250Gi",
+            node_count=8,
+            rdma=True,
+            taints=[Taint(key="nvidia.com/gpu", effect="NoSchedule")],
+        ),
+        NodePoolConfig(
+            name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Operators
+
+
+class ChartConfig(Model):
+    install: bool = Field(True, description="Declare the Helm release; false when the cloud portal already installed it.")
+    namespace: DnsLabel
+    version: str = Field(..., min_length=1, description="Chart version, pinned.")
+    values: dict[str, Any] = Field(default_factory=dict, description="Extra Helm values merged over ours.")
+
+
+class GpuOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "gpu-operator"
+    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$", description="Chart version with a leading v.")] = "v24.9.2"
+    driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
+    driver_version: Optional[str] = Field(None, description="Driver version; the chart's default when unset.")
+    toolkit_enabled: bool = True
+    device_plugin_enabled: bool = True
+    dcgm_exporter_enabled: bool = True
+    mig_strategy: Literal["none", "single", "mixed"] = "single"
+    node_feature_discovery: bool = Field(True, description="Deploy NFD; only one NFD may run in the cluster.")
+
+
+class NetworkOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "nvidia-network-operator"
+    version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$", description="Chart version without a leading v.")] = "24.10.1"
+    node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
+    rdma_shared_device_plugin_image: str = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"
+    rdma_shared_device_plugin_version: str = "v1.5.2"
+    rdma_resource_name: str = Field("rdma_shared_device_a", description="Resource exposed as rdma/<name>.")
+    rdma_hca_max: int = Field(63, ge=1)
+    rdma_if_names: list[str] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
+
+
+class SoperatorConfig(ChartConfig):
+    namespace: DnsLabel = "soperator-system"
+    version: Literal["1.14.10"] = Field("1.14.10", description="soperator release; the SlurmCluster shape follows it.")
+    repository: str = "oci://cr.eu-north1.nebius.cloud/soperator"
+
+
+class MariadbOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "mariadb-operator"
+    version: str = "0.36.0"
+    repository: str = "oci://ghcr.io/mariadb-operator/charts"
+
+
+class CertManagerConfig(ChartConfig):
+    install: Optional[bool] = Field(None, description="Unset: installed when an operator needs it (soperator's webhooks).")
+    namespace: DnsLabel = "cert-manager"
+    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v1.16.2"
+
+
+class OperatorsConfig(Model):
+    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
+    network_operator: NetworkOperatorConfig = NetworkOperatorConfig()
+    soperator: SoperatorConfig = SoperatorConfig()
+    mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
+    cert_manager: CertManagerConfig = CertManagerConfig()
+
+
+# ---------------------------------------------------------------------------
+# Storage
+
+
+class NfsServer(Model):
+    server: str = Field(..., min_length=1, description="NFS server address.")
+    share: str = Field(..., pattern=r"^/", description="Exported path.")
+    mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+
+
+class AlibabaNas(Model):
+    server: str = Field(..., min_length=1, description="NAS mount target, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share")
+    volume_as: Literal["subpath", "filesystem"] = "subpath"
+    mount_options: list[str] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
+
+
+class StorageClassConfig(Model):
+    """The read-write-many class: an existing one by name, or one we declare."""
+
+    kind: Literal["existing", "nfs", "alibabaNas"] = Field("existing", description="existing | nfs | alibabaNas")
+    name: DnsLabel = Field("default", description="StorageClass name (FPT: default or xplat-nfs).")
+    nfs: Optional[NfsServer] = None
+    alibaba_nas: Optional[AlibabaNas] = None
+
+    @model_validator(mode="after")
+    def _backend_present(self) -> "StorageClassConfig":
+        if self.kind == "nfs" and self.nfs is None:
+            raise ValueError("kind 'nfs' needs the nfs block (server, share)")
+        if self.kind == "alibabaNas" and self.alibaba_nas is None:
+            raise ValueError("kind 'alibabaNas' needs the alibabaNas block (server)")
+        return self
+
+
+class StaticNfsVolume(Model):
+    """A pre-existing NFS export bound to the claim through a static PersistentVolume."""
+
+    server: str = Field(..., min_length=1)
+    path: str = Field(..., pattern=r"^/")
+    mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+
+
+class JailConfig(Model):
+    size: Quantity = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
+    static_nfs: Optional[StaticNfsVolume] = Field(
+        None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
+    )
+
+    @model_validator(mode="after")
+    def _minimum(self) -> "JailConfig":
+        if quantity_value(self.size) < quantity_value("40Gi"):
+            raise ValueError(f"size {self.size!r} is below the 40Gi a jail needs for an OS root filesystem")
+        return self
+
+
+class SpoolConfig(Model):
+    size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+
+
+class SubmountConfig(Model):
+    name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
+    mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
+    mount_path: str = Field(..., pattern=r"^/", description="Same path on login and worker nodes.")
+    size: Quantity = "100Gi"
+    static_nfs: Optional[StaticNfsVolume] = None
+
+    @property
+    def claim_name(self) -> str:
+        return f"jail-submount-{self.name}-pvc"
+
+
+class StorageConfig(Model):
+    storage_class: StorageClassConfig = StorageClassConfig()
+    jail: JailConfig = JailConfig()
+    controller_spool: SpoolConfig = SpoolConfig()
+    submounts: list[SubmountConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_submounts(self) -> "StorageConfig":
+        _require_unique([s.name for s in self.submounts], "submount names")
+        _require_unique([s.mount_path for s in self.submounts], "submount mountPaths")
+        return self
+
+
+# ---------------------------------------------------------------------------
+# LDAP
+
+
+class LdapTls(Model):
+    enabled: bool = False
+    secret_name: Optional[DnsLabel] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
+
+    @model_validator(mode="after")
+    def _secret_when_enabled(self) -> "LdapTls":
+        if self.enabled and not self.secret_name:
+            raise ValueError("tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with ca.crt)")
+        return self
+
+
+class LdapConfig(Model):
+    enabled: bool = True
+    image: str = Field(
+        "docker.io/bitnamilegacy/openldap:2.6.10",
+        description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
+    )
+    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[^,]+(,(dc|o|ou)=[^,]+)*$")
+    organisation: str = Field("Example Org", min_length=1)
+    admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
+    storage_size: Quantity = "8Gi"
+    storage_class_name: Optional[str] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
+    tls: LdapTls = LdapTls()
+    php_ldap_admin: bool = Field(False, description="Deploy phpLDAPadmin (ClusterIP only).")
+    php_ldap_admin_image: str = "docker.io/osixia/phpldapadmin:0.9.0"
+
+
+# ---------------------------------------------------------------------------
+# Slurm
+
+
+class PodResources(Model):
+    cpu: Quantity
+    memory: Quantity
+    ephemeral_storage: Quantity
+
+
+class WorkerResources(PodResources):
+    gpu: int = Field(8, ge=0)
+    rdma: int = Field(1, ge=0)
+
+
+def _res(cpu: str, memory: str, ephemeral: str) -> PodResources:
+    return PodResources(cpu=cpu, memory=memory, ephemeral_storage=ephemeral)
+
+
+class ImagesConfig(Model):
+    registry: str = Field("cr.eu-north1.nebius.cloud/soperator", description="soperator image registry.")
+    tag: str = Field("1.14.10-jammy-slurm24.05.2", description="Image tag shared by soperator's Slurm images.")
+    mariadb: str = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
+
+
+class ControllerConfig(Model):
+    size: int = Field(1, ge=1, le=2)
+    slurmctld: PodResources = _res("1000m", "3Gi", "20Gi")
+    munge: PodResources = _res("1000m", "1Gi", "5Gi")
+
+
+class WorkerConfig(Model):
+    size: int = Field(8, ge=0, description="Worker count; workers are worker-[0..size-1].")
+    cgroup_version: Literal["v1", "v2"] = "v2"
+    slurmd: WorkerResources = WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8, rdma=1)
+    munge: PodResources = _res("2000m", "4Gi", "5Gi")
+    spool_storage_class_name: str = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")
+    spool_size: Quantity = "120Gi"
+    shared_memory_size: Quantity = "64Gi"
+
+
+class LoginConfig(Model):
+    size: int = Field(2, ge=1)
+    service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
+    node_port: Port = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort.")
+    load_balancer_ip: str = Field("", description="sshdServiceLoadBalancerIP (empty: assigned by the cloud).")
+    service_annotations: dict[str, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
+    allowed_source_ranges: list[Cidr] = Field(
+        default_factory=list,
+        description="CIDRs allowed to reach SSH: declares our own LoadBalancer Service with loadBalancerSourceRanges.",
+    )
+    ssh_root_public_keys: list[str] = Field(default_factory=list, description="Root's authorized keys.")
+    sshd: PodResources = _res("3000m", "9Gi", "30Gi")
+    munge: PodResources = _res("500m", "500Mi", "5Gi")
+
+    @model_validator(mode="after")
+    def _keys_look_like_keys(self) -> "LoginConfig":
+        for key in self.ssh_root_public_keys:
+            if not re.match(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-\S+) [A-Za-z0-9+/=]+( .*)?$", key):
+                raise ValueError(f"sshRootPublicKeys entry {key[:40]!r} is not an OpenSSH public key line")
+        return self
+
+
+class ExternalDbConfig(Model):
+    host: str = Field(..., min_length=1)
+    port: Port = 3306
+    user: str = Field("slurm", min_length=1)
+    password_secret_name: DnsLabel = Field(..., description="Existing Secret holding the database password.")
+    password_secret_key: str = "password"
+
+
+class AccountingConfig(Model):
+    enabled: bool = True
+    database: Literal["mariadbOperator", "external"] = "mariadbOperator"
+    external: Optional[ExternalDbConfig] = None
+    storage_class_name: str = Field("xplat-nfs", description="Class of the MariaDB data volume.")
+    storage_size: Quantity = "10Gi"
+    mariadb: PodResources = _res("1000m", "1Gi", "5Gi")
+    slurmdbd: PodResources = _res("1000m", "3Gi", "5Gi")
+    munge: PodResources = _res("1000m", "1Gi", "5Gi")
+
+    @model_validator(mode="after")
+    def _external_block(self) -> "AccountingConfig":
+        if self.enabled and self.database == "external" and self.external is None:
+            raise ValueError("database 'external' needs the external block (host, passwordSecretName)")
+        return self
+
+
+class ExporterConfig(Model):
+    enabled: bool = True
+    resources: PodResources = _res("250m", "256Mi", "500Mi")
+    munge: PodResources = _res("1000m", "1Gi", "5Gi")
+
+
+class NcclBenchmarkConfig(Model):
+    enabled: bool = True
+    schedule: str = Field("0 */3 * * *", pattern=r"^(\S+\s+){4}\S+$", description="Cron schedule.")
+    drain_on_failure: bool = Field(True, description="Drain a Slurm node whose NCCL benchmark fails.")
+    min_bandwidth_gbps: str = Field("0", description="thresholdMoreThan: minimum acceptable bus bandwidth.")
+    use_infiniband: Optional[bool] = Field(None, description="Unset: on when a GPU pool has RDMA.")
+
+
+class PopulateJailConfig(Model):
+    overwrite: bool = Field(False, description="Re-populate (ERASE) the jail on every reconcile of the job.")
+    wipe_existing_jail_intended: bool = Field(
+        False, description="Required with overwrite: true on a static jail: you mean to erase its contents."
+    )
+
+
+class SlurmConfig(Model):
+    images: ImagesConfig = ImagesConfig()
+    controller: ControllerConfig = ControllerConfig()
+    worker: WorkerConfig = WorkerConfig()
+    login: LoginConfig = LoginConfig()
+    accounting: AccountingConfig = AccountingConfig()
+    exporter: ExporterConfig = ExporterConfig()
+    nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
+    populate_jail: PopulateJailConfig = PopulateJailConfig()
+    munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
+
+
+# ---------------------------------------------------------------------------
+# The whole stack
+
+
+class PlatformConfig(Model):
+    environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
+    region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
+    cluster: ClusterConfig = ClusterConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    node_pools: list[NodePoolConfig] = Field(default_factory=_default_pools, min_length=1)
+    operators: OperatorsConfig = OperatorsConfig()
+    storage: StorageConfig = StorageConfig()
+    ldap: LdapConfig = LdapConfig()
+    slurm: SlurmConfig = SlurmConfig()
+
+    @property
+    def gpu_pools(self) -> list[NodePoolConfig]:
+        return [pool for pool in self.node_pools if pool.has_gpu]
+
+    @property
+    def has_rdma(self) -> bool:
+        return any(pool.rdma for pool in self.gpu_pools)
+
+    @property
+    def jail_is_static(self) -> bool:
+        return self.storage.jail.static_nfs is not None
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "PlatformConfig":
+        _require_unique([pool.name for pool in self.node_pools], "nodePools names")
+        if not self.gpu_pools:
+            raise ValueError("nodePools: at least one pool needs gpusPerNode > 0 to host Slurm workers")
+        ops = self.operators
+        if (
+            ops.gpu_operator.install
+            and ops.network_operator.install
+            and ops.gpu_operator.node_feature_discovery
+            and ops.network_operator.node_feature_discovery
+        ):
+            raise ValueError(
+                "operators: gpuOperator.nodeFeatureDiscovery and networkOperator.nodeFeatureDiscovery are both true; "
+                "only one Node Feature Discovery may run in the cluster"
+            )
+        populate = self.slurm.populate_jail
+        if populate.overwrite and self.jail_is_static and not populate.wipe_existing_jail_intended:
+            raise ValueError(
+                "slurm.populateJail.overwrite is true while storage.jail.staticNfs binds an existing jail: "
+                "the populate job would erase it; set slurm.populateJail.wipeExistingJailIntended: true if that is intended"
+            )
+        worker_gpus = self.slurm.worker.slurmd.gpu
+        if worker_gpus > max(pool.gpus_per_node for pool in self.gpu_pools):
+            raise ValueError(
+                f"slurm.worker.slurmd.gpu is {worker_gpus}, more than any GPU pool has per node "
+                f"({max(pool.gpus_per_node for pool in self.gpu_pools)})"
+            )
+        if self.environment == "prod" and self.slurm.login.service_type == "LoadBalancer" and not (
+            self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations
+        ):
+            raise ValueError(
+                "slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry"
+            )
+        return self
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+class ConfigError(Exception):
+    """Invalid stack config; the message lists every problem, one per line."""
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    location = [str(part) for part in error["loc"]]
+    # pydantic reports a failed model validator on the model itself; nested
+    # list indices read better as [i].
+    path = ""
+    for part in location:
+        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+    key = f"{PROJECT}:{path}" if path else f"{PROJECT}"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling; see config.schema.json)"
+    if error["type"] in ("missing",):
+        return f"{key}: required but not set"
+    allowed = ""
+    ctx = error.get("ctx") or {}
+    if "expected" in ctx:
+        allowed = f" (allowed: {ctx['expected']})"
+    elif "pattern" in ctx:
+        allowed = f" (must match {ctx['pattern']})"
+    value = error.get("input")
+    shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+    return f"{key}: {message}{allowed}; got {shown}"
+
+
+def parse_config(raw: Mapping[str, Any]) -> PlatformConfig:
+    """Validate a dict of top-level keys; raise ConfigError naming every problem."""
+    try:
+        return PlatformConfig.model_validate(dict(raw))
+    except ValidationError as error:
+        lines = [_describe(e) for e in error.errors(include_url=False)]
+        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
+
+
+def raw_config_from_pulumi() -> dict[str, Any]:
+    """Collect `slurm-platform:*` keys from the running stack's config (or mocks')."""
+    from pulumi.runtime import config as runtime_config
+
+    every_key = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    raw: dict[str, Any] = {}
+    for full_key, value in every_key.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != PROJECT:
+            continue
+        # Structured values arrive as JSON text, scalars as plain strings.
+        raw[key] = json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+    return raw
+
+
+def load_config() -> PlatformConfig:
+    return parse_config(raw_config_from_pulumi())
+
+
+def json_schema() -> dict[str, Any]:
+    """The config's JSON Schema (by alias), as committed in config.schema.json."""
+    schema = PlatformConfig.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "slurm-platform stack config (keys under `slurm-platform:`)"
+    return schema

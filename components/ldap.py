@@ -1,0 +1,252 @@
+"""LDAP directory for Slurm users: an OpenLDAP StatefulSet with its own data
+volume, Service `ldap-service`, Secret `ldap-secret` (random admin password),
+optional phpLDAPadmin, and the client side Slurm nodes need to resolve users:
+`nslcd.conf` and `ldap.conf` (ConfigMap, no secrets) and `sssd.conf` (Secret).
+
+The server image follows bitnami's OpenLDAP environment contract
+(LDAP_ROOT, LDAP_ADMIN_*, LDAP_CUSTOM_LDIF_DIR, ports 1389/1636); the default
+is the frozen `bitnamilegacy` build because osixia/openldap 1.5.0 is stale and
+bitnami's maintained images left Docker Hub. Production stacks mirror it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from . import child_opts
+
+from .config import LdapConfig
+
+SERVICE_NAME = "ldap-service"
+SECRET_NAME = "ldap-secret"
+CLIENT_CONFIGMAP = "ldap-client-config"
+SSSD_SECRET = "sssd-config"
+SEED_CONFIGMAP = "ldap-seed"
+PASSWORD_KEY = "LDAP_ADMIN_PASSWORD"
+LDAP_PORT, LDAPS_PORT = 389, 636
+CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT = 1389, 1636
+APP_LABELS = {"app.kubernetes.io/name": "openldap", "app.kubernetes.io/part-of": "slurm-platform"}
+ADMIN_LABELS = {"app.kubernetes.io/name": "phpldapadmin", "app.kubernetes.io/part-of": "slurm-platform"}
+CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def admin_dn(ldap: LdapConfig) -> str:
+    return f"cn={ldap.admin_username},{ldap.base_dn}"
+
+
+def ldap_uri(ldap: LdapConfig, namespace: str) -> str:
+    host = f"{SERVICE_NAME}.{namespace}.svc.cluster.local"
+    return f"ldaps://{host}:{LDAPS_PORT}" if ldap.tls.enabled else f"ldap://{host}:{LDAP_PORT}"
+
+
+def seed_ldif(ldap: LdapConfig) -> str:
+    """The base tree: the root entry carries the organisation, plus users and groups."""
+    first_rdn = ldap.base_dn.split(",")[0]
+    attribute, value = first_rdn.split("=", 1)
+    root_classes = {"dc": ["dcObject", "organization"], "o": ["organization"], "ou": ["organizationalUnit"]}[attribute]
+    lines = [f"dn: {ldap.base_dn}", *(f"objectClass: {c}" for c in ["top", *root_classes]), f"{attribute}: {value}"]
+    if attribute != "o":
+        lines.append(f"o: {ldap.organisation}")
+    for unit in ("users", "groups"):
+        lines += ["", f"dn: ou={unit},{ldap.base_dn}", "objectClass: organizationalUnit", f"ou: {unit}"]
+    return "\n".join(lines) + "\n"
+
+
+def ldap_conf(ldap: LdapConfig, namespace: str) -> str:
+    return f"BASE\t{ldap.base_dn}\nURI\t{ldap_uri(ldap, namespace)}\nTLS_CACERT\t{CA_FILE}\n"
+
+
+def nslcd_conf(ldap: LdapConfig, namespace: str) -> str:
+    # Anonymous lookups: nslcd.conf lives in a ConfigMap and holds no password.
+    return (
+        "uid nslcd\ngid nslcd\n"
+        f"uri {ldap_uri(ldap, namespace)}\n"
+        f"base {ldap.base_dn}\n"
+        f"base passwd ou=users,{ldap.base_dn}\n"
+        f"base group ou=groups,{ldap.base_dn}\n"
+        f"tls_cacertfile {CA_FILE}\n"
+    )
+
+
+def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
+    return (
+        "[sssd]\nservices = nss, pam\nconfig_file_version = 2\ndomains = LDAP\n\n"
+        "[domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n"
+        f"ldap_uri = {ldap_uri(ldap, namespace)}\n"
+        f"ldap_search_base = {ldap.base_dn}\n"
+        f"ldap_user_search_base = ou=users,{ldap.base_dn}\n"
+        f"ldap_group_search_base = ou=groups,{ldap.base_dn}\n"
+        f"ldap_default_bind_dn = {admin_dn(ldap)}\n"
+        f"ldap_default_authtok = {bind_password}\n"
+        f"ldap_tls_cacert = {CA_FILE}\n"
+        "cache_credentials = true\nenumerate = false\n"
+    )
+
+
+def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": "LDAP_ROOT", "value": ldap.base_dn},
+        {"name": "LDAP_ADMIN_USERNAME", "value": ldap.admin_username},
+        {"name": PASSWORD_KEY, "valueFrom": {"secretKeyRef": {"name": SECRET_NAME, "key": PASSWORD_KEY}}},
+        {"name": "LDAP_CUSTOM_LDIF_DIR", "value": "/ldifs"},
+        {"name": "LDAP_PORT_NUMBER", "value": str(CONTAINER_LDAP_PORT)},
+    ]
+    ports = [{"name": "ldap", "containerPort": CONTAINER_LDAP_PORT}]
+    mounts = [{"name": "data", "mountPath": "/bitnami/openldap"}, {"name": "seed", "mountPath": "/ldifs", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "seed", "configMap": {"name": SEED_CONFIGMAP}}]
+    if ldap.tls.enabled:
+        env += [
+            {"name": "LDAP_ENABLE_TLS", "value": "yes"},
+            {"name": "LDAP_LDAPS_PORT_NUMBER", "value": str(CONTAINER_LDAPS_PORT)},
+            {"name": "LDAP_TLS_CERT_FILE", "value": "/opt/bitnami/openldap/certs/tls.crt"},
+            {"name": "LDAP_TLS_KEY_FILE", "value": "/opt/bitnami/openldap/certs/tls.key"},
+            {"name": "LDAP_TLS_CA_FILE", "value": "/opt/bitnami/openldap/certs/ca.crt"},
+        ]
+        ports.append({"name": "ldaps", "containerPort": CONTAINER_LDAPS_PORT})
+        mounts.append({"name": "tls", "mountPath": "/opt/bitnami/openldap/certs", "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": ldap.tls.secret_name}})
+    probe = {"tcpSocket": {"port": "ldap"}, "periodSeconds": 10}
+    data_claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": ldap.storage_size}}}
+    if ldap.storage_class_name:
+        data_claim["storageClassName"] = ldap.storage_class_name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "ldap", "namespace": namespace, "labels": APP_LABELS},
+        "spec": {
+            "serviceName": SERVICE_NAME,
+            "replicas": 1,
+            "selector": {"matchLabels": APP_LABELS},
+            # The data claims outlive the StatefulSet (the default); said explicitly.
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": {
+                "metadata": {"labels": APP_LABELS},
+                "spec": {
+                    "securityContext": {"fsGroup": 1001},
+                    "containers": [
+                        {
+                            "name": "openldap",
+                            "image": ldap.image,
+                            "env": env,
+                            "ports": ports,
+                            "volumeMounts": mounts,
+                            "readinessProbe": {**probe, "initialDelaySeconds": 5},
+                            "livenessProbe": {**probe, "initialDelaySeconds": 30, "failureThreshold": 6},
+                            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+                        }
+                    ],
+                    "volumes": volumes,
+                },
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": data_claim}],
+        },
+    }
+
+
+def ldap_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+    ports = [{"name": "ldap", "port": LDAP_PORT, "targetPort": "ldap"}]
+    if ldap.tls.enabled:
+        ports.append({"name": "ldaps", "port": LDAPS_PORT, "targetPort": "ldaps"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE_NAME, "namespace": namespace, "labels": APP_LABELS},
+        "spec": {"type": "ClusterIP", "selector": APP_LABELS, "ports": ports},
+    }
+
+
+def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "phpldapadmin", "namespace": namespace, "labels": ADMIN_LABELS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": ADMIN_LABELS},
+            "template": {
+                "metadata": {"labels": ADMIN_LABELS},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "phpldapadmin",
+                            "image": ldap.php_ldap_admin_image,
+                            "env": [
+                                {"name": "PHPLDAPADMIN_LDAP_HOSTS", "value": SERVICE_NAME},
+                                {"name": "PHPLDAPADMIN_HTTPS", "value": "false"},
+                            ],
+                            "ports": [{"name": "http", "containerPort": 80}],
+                            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10},
+                            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def php_ldap_admin_service(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "phpldapadmin", "namespace": namespace, "labels": ADMIN_LABELS},
+        "spec": {"type": "ClusterIP", "selector": ADMIN_LABELS, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+
+
+def _meta(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
+    meta = manifest["metadata"]
+    return k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"], labels=meta["labels"])
+
+
+class LdapDirectory(pulumi.ComponentResource):
+    uri: pulumi.Output[str]
+
+    def __init__(self, name: str, ldap: LdapConfig, namespace: str, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("slurm-platform:ldap:LdapDirectory", name, None, opts)
+        child = child_opts(self, opts)
+        password = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
+        secret = k8s.core.v1.Secret(
+            f"{name}-secret",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SECRET_NAME, namespace=namespace, labels=APP_LABELS),
+            string_data={PASSWORD_KEY: password.result},
+            opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
+        )
+        seed = k8s.core.v1.ConfigMap(
+            f"{name}-seed",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SEED_CONFIGMAP, namespace=namespace, labels=APP_LABELS),
+            data={"00-base.ldif": seed_ldif(ldap)},
+            opts=child,
+        )
+        server = ldap_statefulset(ldap, namespace)
+        k8s.apps.v1.StatefulSet(
+            f"{name}-server",
+            metadata=_meta(server),
+            spec=server["spec"],
+            opts=child_opts(self, opts, depends_on=[secret, seed]),
+        )
+        service = ldap_service(ldap, namespace)
+        k8s.core.v1.Service(f"{name}-service", metadata=_meta(service), spec=service["spec"], opts=child)
+        k8s.core.v1.ConfigMap(
+            f"{name}-client-config",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=CLIENT_CONFIGMAP, namespace=namespace, labels=APP_LABELS),
+            data={"nslcd.conf": nslcd_conf(ldap, namespace), "ldap.conf": ldap_conf(ldap, namespace)},
+            opts=child,
+        )
+        k8s.core.v1.Secret(
+            f"{name}-sssd-config",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SSSD_SECRET, namespace=namespace, labels=APP_LABELS),
+            string_data={"sssd.conf": password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw))},
+            opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
+        )
+        if ldap.php_ldap_admin:
+            deployment = php_ldap_admin_deployment(ldap, namespace)
+            k8s.apps.v1.Deployment(f"{name}-phpldapadmin", metadata=_meta(deployment), spec=deployment["spec"], opts=child)
+            admin_service = php_ldap_admin_service(namespace)
+            k8s.core.v1.Service(f"{name}-phpldapadmin-service", metadata=_meta(admin_service), spec=admin_service["spec"], opts=child)
+        self.uri = pulumi.Output.from_input(ldap_uri(ldap, namespace))
+        self.register_outputs({"uri": self.uri})

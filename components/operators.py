@@ -1,0 +1,221 @@
+"""Operators as pinned Helm charts: NVIDIA GPU and Network operators, soperator,
+MariaDB operator, cert-manager; plus the NicClusterPolicy the network operator
+no longer creates itself (since chart v24.10).
+
+`chart_releases()` decides what to install, in which order, with which values,
+as plain data; `Operators` turns each release into a `helm.v4.Chart`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from . import child_opts
+
+from .config import NodePoolConfig, PlatformConfig
+
+NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
+JETSTACK_REPO = "https://charts.jetstack.io"
+
+# Release keys, also the suffix of each Chart resource's name.
+CERT_MANAGER = "cert-manager"
+GPU_OPERATOR = "gpu-operator"
+NETWORK_OPERATOR = "network-operator"
+SOPERATOR_CRDS = "soperator-crds"
+SOPERATOR = "soperator"
+MARIADB_CRDS = "mariadb-operator-crds"
+MARIADB_OPERATOR = "mariadb-operator"
+
+
+@dataclass(frozen=True)
+class ChartRelease:
+    """One Helm release, as data: what `helm install` would be told."""
+
+    key: str
+    chart: str
+    version: str
+    namespace: str
+    values: dict[str, Any] = field(default_factory=dict)
+    repo: Optional[str] = None
+    depends_on: tuple[str, ...] = ()
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Config `values` win over ours, key by key."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
+    gpu = config.operators.gpu_operator
+    driver: dict[str, Any] = {"enabled": gpu.driver_enabled}
+    if gpu.driver_version:
+        driver["version"] = gpu.driver_version
+    values = {
+        "driver": driver,
+        "toolkit": {"enabled": gpu.toolkit_enabled},
+        "devicePlugin": {"enabled": gpu.device_plugin_enabled},
+        "dcgmExporter": {"enabled": gpu.dcgm_exporter_enabled},
+        "mig": {"strategy": gpu.mig_strategy},
+        "nfd": {"enabled": gpu.node_feature_discovery},
+    }
+    return deep_merge(values, gpu.values)
+
+
+def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
+    network = config.operators.network_operator
+    values = {
+        "nfd": {"enabled": network.node_feature_discovery},
+        "sriovNetworkOperator": {"enabled": False},
+        # Since v24.10 the chart creates no NicClusterPolicy; we declare it.
+        "deployCR": False,
+    }
+    return deep_merge(values, network.values)
+
+
+def soperator_values(config: PlatformConfig) -> dict[str, Any]:
+    return deep_merge({"certManager": {"enabled": cert_manager_wanted(config)}}, config.operators.soperator.values)
+
+
+def cert_manager_wanted(config: PlatformConfig) -> bool:
+    """soperator's admission webhooks take their serving certificate from cert-manager."""
+    explicit = config.operators.cert_manager.install
+    return config.operators.soperator.install if explicit is None else explicit
+
+
+def uses_mariadb_operator(config: PlatformConfig) -> bool:
+    accounting = config.slurm.accounting
+    return accounting.enabled and accounting.database == "mariadbOperator"
+
+
+def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
+    """Every release to install, CRD charts before the charts and CRs that need them."""
+    ops = config.operators
+    releases: list[ChartRelease] = []
+    if cert_manager_wanted(config):
+        cm = ops.cert_manager
+        releases.append(
+            ChartRelease(
+                CERT_MANAGER, "cert-manager", cm.version, cm.namespace,
+                deep_merge({"crds": {"enabled": True}}, cm.values), repo=JETSTACK_REPO,
+            )
+        )
+    if ops.gpu_operator.install:
+        gpu = ops.gpu_operator
+        releases.append(ChartRelease(GPU_OPERATOR, "gpu-operator", gpu.version, gpu.namespace, gpu_operator_values(config), repo=NVIDIA_REPO))
+    if ops.network_operator.install:
+        net = ops.network_operator
+        releases.append(
+            ChartRelease(NETWORK_OPERATOR, "network-operator", net.version, net.namespace, network_operator_values(config), repo=NVIDIA_REPO)
+        )
+    if ops.soperator.install:
+        sop = ops.soperator
+        releases.append(ChartRelease(SOPERATOR_CRDS, f"{sop.repository}/helm-soperator-crds", sop.version, sop.namespace))
+        needs = (SOPERATOR_CRDS, CERT_MANAGER) if cert_manager_wanted(config) else (SOPERATOR_CRDS,)
+        releases.append(
+            ChartRelease(SOPERATOR, f"{sop.repository}/helm-soperator", sop.version, sop.namespace, soperator_values(config), depends_on=needs)
+        )
+    if ops.mariadb_operator.install and uses_mariadb_operator(config):
+        maria = ops.mariadb_operator
+        releases.append(ChartRelease(MARIADB_CRDS, f"{maria.repository}/mariadb-operator-crds", maria.version, maria.namespace))
+        releases.append(
+            ChartRelease(
+                MARIADB_OPERATOR, f"{maria.repository}/mariadb-operator", maria.version, maria.namespace,
+                deep_merge({"crds": {"enabled": False}}, maria.values), depends_on=(MARIADB_CRDS,),
+            )
+        )
+    return releases
+
+
+def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
+    return [pool for pool in pools if pool.rdma]
+
+
+def nic_cluster_policy(config: PlatformConfig) -> Optional[dict[str, Any]]:
+    """`NicClusterPolicy` with the RDMA shared device plugin, when a pool has RDMA."""
+    pools = rdma_pools(config.node_pools)
+    if not pools:
+        return None
+    net = config.operators.network_operator
+    selectors: dict[str, Any] = {"vendors": ["15b3"]}  # Mellanox
+    if net.rdma_if_names:
+        selectors["ifNames"] = list(net.rdma_if_names)
+    plugin_config = {"configList": [{"resourceName": net.rdma_resource_name, "rdmaHcaMax": net.rdma_hca_max, "selectors": selectors}]}
+    node_terms = [
+        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]}
+        for pool in pools
+    ]
+    return {
+        "apiVersion": "mellanox.com/v1alpha1",
+        "kind": "NicClusterPolicy",
+        "metadata": {"name": "nic-cluster-policy"},
+        "spec": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "rdmaSharedDevicePlugin": {
+                "image": net.rdma_shared_device_plugin_image.rsplit("/", 1)[1],
+                "repository": net.rdma_shared_device_plugin_image.rsplit("/", 1)[0],
+                "version": net.rdma_shared_device_plugin_version,
+                "config": json.dumps(plugin_config, sort_keys=True),
+            },
+        },
+    }
+
+
+class Operators(pulumi.ComponentResource):
+    """Helm releases of the operators the Slurm cluster runs on."""
+
+    charts: dict[str, k8s.helm.v4.Chart]
+    versions: pulumi.Output[dict]
+
+    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("slurm-platform:operators:Operators", name, None, opts)
+        self.charts = {}
+        namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        releases = chart_releases(config)
+        for release in releases:
+            if release.namespace not in namespaces:
+                namespaces[release.namespace] = k8s.core.v1.Namespace(
+                    f"{name}-{release.namespace}-ns",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=release.namespace),
+                    opts=child_opts(self, opts),
+                )
+            waits_for = [namespaces[release.namespace], *(self.charts[key] for key in release.depends_on)]
+            self.charts[release.key] = k8s.helm.v4.Chart(
+                f"{name}-{release.key}",
+                chart=release.chart,
+                version=release.version,
+                namespace=release.namespace,
+                name=release.key,
+                values=release.values,
+                repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=release.repo) if release.repo else None,
+                opts=child_opts(self, opts, depends_on=waits_for),
+            )
+        policy = nic_cluster_policy(config)
+        if policy is not None:
+            network_chart = self.charts.get(NETWORK_OPERATOR)
+            k8s.apiextensions.CustomResource(
+                f"{name}-nic-cluster-policy",
+                api_version=policy["apiVersion"],
+                kind=policy["kind"],
+                metadata=policy["metadata"],
+                spec=policy["spec"],
+                opts=child_opts(self, opts, depends_on=[network_chart] if network_chart else None),
+            )
+        self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
+        self.register_outputs({"versions": self.versions})
+
+    def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
+        """What a SlurmCluster CR must wait for: soperator's CRDs, if we install them."""
+        return [self.charts[SOPERATOR_CRDS]] if SOPERATOR_CRDS in self.charts else []

@@ -1,0 +1,76 @@
+"""The whole platform: the components wired together, and the stack outputs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from .config import PlatformConfig
+from .ldap import LdapDirectory
+from .munge import MungeKey
+from .node_pools import NodePools
+from .operators import Operators
+from .slurm_cluster import SlurmCluster, warn_about_removed_workers
+from .storage import Storage
+
+
+def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
+    kube = config.kubernetes
+    return k8s.Provider(
+        "k8s",
+        context=kube.context,
+        render_yaml_to_directory=kube.render_yaml_to_directory,
+        # Server-side apply keeps fields other controllers own (e.g. operator status).
+        enable_server_side_apply=True,
+    )
+
+
+def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
+    """Declare every component; return the stack outputs."""
+    provider = provider or kubernetes_provider(config)
+    opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    namespace = config.cluster.namespace
+
+    namespace_deps: list[pulumi.Resource] = []
+    if config.cluster.create_namespace:
+        namespace_deps.append(
+            k8s.core.v1.Namespace(
+                "slurm-namespace",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace),
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=config.environment == "prod")),
+            )
+        )
+    in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
+
+    pools = NodePools("node-pools", config.node_pools, opts=opts)
+    operators = Operators("operators", config, opts=opts)
+    storage = Storage("storage", config, opts=in_namespace)
+    munge = MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
+    ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None
+    slurm = SlurmCluster(
+        "slurm",
+        config,
+        opts=pulumi.ResourceOptions.merge(
+            in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])
+        ),
+    )
+    warn_about_removed_workers(config)
+
+    return {
+        "environment": pulumi.Output.from_input(config.environment),
+        "region": pulumi.Output.from_input(config.region),
+        "namespace": pulumi.Output.from_input(namespace),
+        "clusterName": pulumi.Output.from_input(config.cluster.name),
+        "workerNodes": slurm.worker_nodes,
+        "loginEndpoint": slurm.login_endpoint,
+        "sshCommand": slurm.ssh_command,
+        "pvcNames": storage.claim_names,
+        "storageClassName": storage.storage_class_name,
+        "mungeSecretName": munge.secret_name,
+        "ldapUri": ldap.uri if ldap else pulumi.Output.from_input(None),
+        "chartVersions": operators.versions,
+        "k8sNodeFilters": pools.node_filters,
+        "nodePoolCapacity": pools.capacity,
+    }

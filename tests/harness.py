@@ -1,0 +1,170 @@
+"""Run the program (or one component) under `pulumi.runtime.set_mocks` and
+record what it registers: type, name, inputs, parent, dependencies, options.
+
+Shared by the tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "slurm-platform"
+
+
+@dataclass
+class Registered:
+    type: str
+    name: str
+    urn: str
+    inputs: dict[str, Any]
+    parent: str
+    dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    additional_secret_outputs: list[str]
+    custom: bool
+
+
+@dataclass
+class Run:
+    resources: list[Registered] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def of_type(self, type_: str) -> list[Registered]:
+        return [r for r in self.resources if r.type == type_]
+
+    def named(self, name: str) -> Registered:
+        matches = [r for r in self.resources if r.name == name]
+        assert len(matches) == 1, f"{name}: {len(matches)} resources ({[r.name for r in self.resources]})"
+        return matches[0]
+
+    def by_urn(self, urn: str) -> Registered:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def kubernetes_objects(self) -> list[Registered]:
+        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom and r.type != "pulumi:providers:kubernetes"]
+
+    def longest_dependency_chain(self) -> list[str]:
+        """Longest path through explicit and input-derived dependencies (names, first to last)."""
+        by_urn = {r.urn: r for r in self.resources}
+        memo: dict[str, list[str]] = {}
+
+        def chain(urn: str) -> list[str]:
+            if urn not in memo:
+                deps = [d for d in by_urn[urn].dependencies if d in by_urn]
+                longest = max((chain(d) for d in deps), key=len, default=[])
+                memo[urn] = longest + [by_urn[urn].name]
+            return memo[urn]
+
+        return max((chain(urn) for urn in by_urn), key=len, default=[])
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Outputs echo the inputs, plus what the providers would compute."""
+
+    def __init__(self, stack_outputs: Optional[dict[str, Any]] = None):
+        self.stack_outputs = stack_outputs or {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outputs = dict(args.inputs)
+        if args.typ == "random:index/randomBytes:RandomBytes":
+            raw = bytes(i % 256 for i in range(int(args.inputs["length"])))
+            outputs.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            outputs["result"] = "p" * int(args.inputs["length"])
+        elif args.typ == "pulumi:pulumi:StackReference":
+            outputs["outputs"] = self.stack_outputs
+        elif args.typ == "kubernetes:helm.sh/v4:Chart":
+            outputs["resources"] = []
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: RecordingMocks, run: Run):
+        super().__init__(mocks)
+        self.run = run
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.run.resources.append(
+                Registered(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    inputs=self.resources[response.urn].state if response.urn in self.resources else {},
+                    parent=request.parent,
+                    dependencies=list(request.dependencies),
+                    protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
+                    additional_secret_outputs=list(request.additionalSecretOutputs),
+                    custom=bool(request.custom),
+                )
+            )
+        return response
+
+
+class _WarningCollector(logging.Handler):
+    def __init__(self, run: Run):
+        super().__init__(level=logging.WARNING)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.warnings.append(record.getMessage())
+
+
+def run_under_mocks(
+    program: Callable[[], Any],
+    config: Optional[dict[str, Any]] = None,
+    stack: str = "test",
+    previous_outputs: Optional[dict[str, Any]] = None,
+) -> Run:
+    """Run `program` with `slurm-platform:*` config set; return what it registered.
+
+    `program` may return a dict of outputs; they are resolved into `Run.outputs`.
+    """
+    run = Run()
+    logger = logging.getLogger(f"pulumi-mocks-{id(run)}")
+    logger.propagate = False
+    logger.addHandler(_WarningCollector(run))
+    mocks = RecordingMocks(previous_outputs)
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run)
+    )
+    pulumi.runtime.set_all_config({f"{PROJECT}:{k}": json.dumps(v) if not isinstance(v, str) else v for k, v in (config or {}).items()})
+
+    @pulumi.runtime.test
+    def execute():
+        outputs = program() or {}
+        return pulumi.Output.all(**outputs).apply(run.outputs.update) if outputs else None
+
+    execute()
+    return run
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
+    document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()) or {}
+    return {
+        key.split(":", 1)[1]: value
+        for key, value in (document.get("config") or {}).items()
+        if key.startswith(f"{PROJECT}:")
+    }
+
+
+def example_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
