@@ -70,7 +70,15 @@ def _require_unique(values: list[str], what: str) -> None:
         raise ValueError(f"{what} must be unique; repeated: {', '.join(duplicates)}")
 
 
+def _check_jail_size(value: str) -> str:
+    if quantity_value(value) < quantity_value(MIN_JAIL_SIZE):
+        raise ValueError(f"must be at least {MIN_JAIL_SIZE}: the jail holds a whole OS root filesystem")
+    return value
+
+
+MIN_JAIL_SIZE = "40Gi"
 Quantity = Annotated[str, AfterValidator(_check_quantity)]
+JailSize = Annotated[str, AfterValidator(_check_quantity), AfterValidator(_check_jail_size)]
 DnsLabel = Annotated[str, AfterValidator(_check_dns_label)]
 Cidr = Annotated[str, AfterValidator(_check_cidr)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -264,16 +272,10 @@ class StaticNfsVolume(Model):
 
 
 class JailConfig(Model):
-    size: Quantity = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
+    size: JailSize = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
     static_nfs: Optional[StaticNfsVolume] = Field(
         None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
     )
-
-    @model_validator(mode="after")
-    def _minimum(self) -> "JailConfig":
-        if quantity_value(self.size) < quantity_value("40Gi"):
-            raise ValueError(f"size {self.size!r} is below the 40Gi a jail needs for an OS root filesystem")
-        return self
 
 
 class SpoolConfig(Model):
@@ -380,7 +382,7 @@ class WorkerConfig(Model):
 class LoginConfig(Model):
     size: int = Field(2, ge=1)
     service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
-    node_port: Port = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort.")
+    node_port: int = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort (30000-32767).")
     load_balancer_ip: str = Field("", description="sshdServiceLoadBalancerIP (empty: assigned by the cloud).")
     service_annotations: dict[str, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
     allowed_source_ranges: list[Cidr] = Field(

@@ -15,7 +15,9 @@ from typing import Any, Callable, Optional
 
 import pulumi
 import yaml
+from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "slurm-platform"
@@ -33,6 +35,8 @@ class Registered:
     retain_on_delete: bool
     additional_secret_outputs: list[str]
     custom: bool
+    secret_inputs: list[str]
+    provider: str
 
 
 @dataclass
@@ -106,16 +110,25 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     type=request.type,
                     name=request.name,
                     urn=response.urn,
-                    inputs=self.resources[response.urn].state if response.urn in self.resources else {},
+                    inputs=rpc.deserialize_properties_unwrap_secrets(request.object)[0],
                     parent=request.parent,
                     dependencies=list(request.dependencies),
                     protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
                     additional_secret_outputs=list(request.additionalSecretOutputs),
                     custom=bool(request.custom),
+                    secret_inputs=_secret_keys(request.object),
+                    provider=request.provider,
                 )
             )
         return response
+
+
+def _secret_keys(struct) -> list[str]:
+    """Top-level input keys whose value holds a Pulumi secret (as sent to the engine)."""
+    return sorted(
+        key for key, value in struct.fields.items() if rpc._special_secret_sig in json_format.MessageToJson(value)
+    )
 
 
 class _WarningCollector(logging.Handler):

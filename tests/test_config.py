@@ -1,0 +1,120 @@
+"""The stack config model: defaults, example stacks, errors, JSON Schema."""
+
+import json
+
+import pytest
+
+from components.config import ConfigError, PlatformConfig, json_schema, parse_config, quantity_value
+from tests.harness import ROOT, example_stacks, stack_config
+
+
+def test_defaults_follow_the_fpt_guide():
+    config = parse_config({})
+    assert config.cluster.name == "fpt-hpc" and config.cluster.namespace == "fpt-hpc"
+    assert config.storage.jail.size == "100Gi"
+    assert config.storage.controller_spool.size == "10Gi"
+    assert config.slurm.worker.size == 8 and config.slurm.worker.slurmd.gpu == 8
+    assert config.slurm.login.size == 2 and config.slurm.login.node_port == 30022
+    assert config.slurm.accounting.enabled is True
+    assert config.slurm.populate_jail.overwrite is False
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_example_stack_is_valid(stack):
+    parse_config(stack_config(stack))
+
+
+def test_there_are_production_example_stacks():
+    assert "dev" in example_stacks()
+    assert len([s for s in example_stacks() if s.startswith("prod-")]) >= 2
+
+
+def test_json_schema_is_committed_and_in_sync():
+    committed = json.loads((ROOT / "config.schema.json").read_text())
+    assert committed == json_schema(), "run `make schema` and commit config.schema.json"
+
+
+def test_quantities():
+    assert quantity_value("40Gi") == 40 * 2**30
+    assert quantity_value("1500m") == 1.5
+    assert quantity_value("8") == 8
+    with pytest.raises(ValueError):
+        quantity_value("lots")
+
+
+INVALID = [
+    ({"storage": {"jail": {"size": "20Gi"}}}, "slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got \"20Gi\""),
+    ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be a Kubernetes quantity"),
+    ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: must be a DNS-1123 label"),
+    ({"slurm": {"worker": {"size": -1}}}, "slurm-platform:slurm.worker.size: Input should be greater than or equal to 0"),
+    ({"slurm": {"worker": {"cgroupVersion": "v3"}}}, "slurm-platform:slurm.worker.cgroupVersion: Input should be 'v1' or 'v2'"),
+    ({"slurm": {"login": {"serviceType": "ClusterIP"}}}, "slurm-platform:slurm.login.serviceType: Input should be 'NodePort' or 'LoadBalancer'"),
+    ({"slurm": {"login": {"nodePort": 22}}}, "slurm-platform:slurm.login.nodePort: Input should be greater than or equal to 30000"),
+    ({"slurm": {"login": {"allowedSourceRanges": ["everyone"]}}}, "slurm-platform:slurm.login.allowedSourceRanges[0]: must be a CIDR block"),
+    ({"slurm": {"login": {"sshRootPublicKeys": ["not a key"]}}}, "is not an OpenSSH public key line"),
+    ({"storage": {"jial": {}}}, "slurm-platform:storage.jial: unknown key"),
+    ({"clusterr": {}}, "slurm-platform:clusterr: unknown key"),
+    ({"operators": {"gpuOperator": {"version": "24.9.2"}}}, "slurm-platform:operators.gpuOperator.version: String should match pattern"),
+    ({"operators": {"networkOperator": {"version": "v24.10.1"}}}, "slurm-platform:operators.networkOperator.version: String should match pattern"),
+    ({"operators": {"soperator": {"version": "1.15.0"}}}, "slurm-platform:operators.soperator.version: Input should be '1.14.10'"),
+    (
+        {"operators": {"networkOperator": {"nodeFeatureDiscovery": True}}},
+        "only one Node Feature Discovery may run in the cluster",
+    ),
+    ({"nodePools": []}, "slurm-platform:nodePools: List should have at least 1 item"),
+    (
+        {"nodePools": [{"name": "cpu", "selector": {"a": "b"}, "cpuPerNode": "8", "memoryPerNode": "32Gi", "nodeCount": 1}]},
+        "at least one pool needs gpusPerNode > 0",
+    ),
+    ({"nodePools": [{"name": "gpu"}]}, "slurm-platform:nodePools[0].selector: required but not set"),
+    ({"storage": {"storageClass": {"kind": "nfs"}}}, "kind 'nfs' needs the nfs block"),
+    ({"storage": {"storageClass": {"kind": "ceph"}}}, "slurm-platform:storage.storageClass.kind: Input should be 'existing', 'nfs' or 'alibabaNas'"),
+    (
+        {"storage": {"submounts": [{"name": "data", "mountPath": "/a"}, {"name": "data", "mountPath": "/b"}]}},
+        "submount names must be unique; repeated: data",
+    ),
+    ({"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}}, "slurm-platform:storage.submounts[0].mountPath: String should match pattern"),
+    (
+        {
+            "storage": {"jail": {"staticNfs": {"server": "10.0.0.5", "path": "/jail"}}},
+            "slurm": {"populateJail": {"overwrite": True}},
+        },
+        "the populate job would erase it; set slurm.populateJail.wipeExistingJailIntended: true",
+    ),
+    ({"slurm": {"accounting": {"database": "external"}}}, "database 'external' needs the external block"),
+    ({"ldap": {"tls": {"enabled": True}}}, "tls.enabled needs tls.secretName"),
+    ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: String should match pattern"),
+    ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
+    (
+        {"environment": "prod", "slurm": {"login": {"serviceType": "LoadBalancer"}}},
+        "a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry",
+    ),
+    ({"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}}, "slurm.worker.slurmd.gpu is 16"),
+]
+
+
+@pytest.mark.parametrize("raw,expected", INVALID, ids=[e[:50] for _, e in INVALID])
+def test_invalid_config_names_key_value_and_allowed(raw, expected):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    assert expected in str(caught.value)
+
+
+def test_bad_value_is_shown():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"slurm": {"worker": {"cgroupVersion": "v3"}}})
+    assert 'got "v3"' in str(caught.value)
+
+
+def test_several_errors_are_reported_together():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"cluster": {"name": "Bad_Name"}, "storage": {"controllerSpool": {"size": "x"}}, "environment": "qa"})
+    message = str(caught.value)
+    assert message.startswith("invalid stack config (3 problems)")
+    for key in ("cluster.name", "storage.controllerSpool.size", "environment"):
+        assert f"slurm-platform:{key}" in message
+
+
+def test_model_is_frozen():
+    with pytest.raises(Exception):
+        PlatformConfig().environment = "prod"

@@ -1,0 +1,118 @@
+"""Whole-program tests under mocks: every example stack, end to end."""
+
+import pytest
+
+from components.config import parse_config
+from components.platform import build_platform
+from tests.harness import example_stacks, run_under_mocks, stack_config
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+def run_stack(stack, previous_outputs=None, **overrides):
+    raw = {**stack_config(stack), **overrides}
+    config = parse_config(raw)
+    return run_under_mocks(lambda: build_platform(config), raw, stack=stack, previous_outputs=previous_outputs)
+
+
+@pytest.fixture(scope="module", params=example_stacks())
+def stack_run(request):
+    return request.param, run_stack(request.param)
+
+
+def test_one_slurm_cluster_with_fixed_claims(stack_run):
+    _, run = stack_run
+    (cluster,) = run.of_type(SLURM_CLUSTER)
+    claims = {r.inputs["metadata"]["name"] for r in run.of_type(PVC)}
+    assert {"jail-pvc", "controller-spool-pvc"} <= claims
+    sources = {s["persistentVolumeClaim"]["claimName"] for s in cluster.inputs["spec"]["volumeSources"]}
+    assert sources == claims
+
+
+def test_data_volumes_are_protected_and_retained(stack_run):
+    _, run = stack_run
+    for resource in run.of_type(PVC) + run.of_type("kubernetes:core/v1:PersistentVolume"):
+        assert resource.protect and resource.retain_on_delete, resource.name
+
+
+def test_every_kubernetes_object_uses_the_stack_provider(stack_run):
+    _, run = stack_run
+    objects = run.kubernetes_objects()
+    assert objects
+    for resource in objects:
+        assert resource.provider.split("::")[-2:] == ["k8s", "k8s-id"], resource.name
+
+
+def test_secrets_are_pulumi_secrets(stack_run):
+    _, run = stack_run
+    secrets = run.of_type("kubernetes:core/v1:Secret")
+    assert secrets
+    for secret in secrets:
+        held = {"data", "stringData"} & set(secret.inputs)
+        assert held and held <= set(secret.secret_inputs), secret.name
+
+
+def test_no_secret_in_config_maps(stack_run):
+    _, run = stack_run
+    secret_values = {"p" * 32}  # the mocked LDAP password
+    for config_map in run.of_type("kubernetes:core/v1:ConfigMap"):
+        text = str(config_map.inputs.get("data"))
+        assert not any(value in text for value in secret_values), config_map.name
+
+
+def test_outputs(stack_run):
+    stack, run = stack_run
+    config = parse_config(stack_config(stack))
+    outputs = run.outputs
+    assert outputs["namespace"] == config.cluster.namespace
+    assert outputs["clusterName"] == config.cluster.name
+    assert outputs["pvcNames"]["jail"] == "jail-pvc" and outputs["pvcNames"]["controller-spool"] == "controller-spool-pvc"
+    assert outputs["mungeSecretName"] == f"{config.cluster.name}-munge"
+    assert outputs["sshCommand"].startswith("ssh ")
+    assert outputs["workerNodes"] == [f"worker-{i}" for i in range(config.slurm.worker.size)]
+    assert outputs["ldapUri"].startswith("ldap://ldap-service.")
+    assert set(outputs["chartVersions"]) == {r.name.removeprefix("operators-") for r in run.of_type(CHART)}
+
+
+def test_slurm_cluster_waits_for_crds_volumes_and_munge():
+    run = run_stack("prod-hanoi")
+    (cluster,) = run.of_type(SLURM_CLUSTER)
+    waits_for = {run.by_urn(urn).name for urn in cluster.dependencies}
+    assert {"operators-soperator-crds", "storage-jail-pvc", "storage-controller-spool-pvc", "munge-secret"} <= waits_for
+    assert not waits_for & {"operators-gpu-operator", "operators-network-operator", "operators-soperator"}
+
+
+def test_prod_hanoi_declares_the_operators():
+    run = run_stack("prod-hanoi")
+    charts = {r.name for r in run.of_type(CHART)}
+    assert charts == {
+        "operators-cert-manager",
+        "operators-gpu-operator",
+        "operators-network-operator",
+        "operators-soperator-crds",
+        "operators-soperator",
+        "operators-mariadb-operator-crds",
+        "operators-mariadb-operator",
+    }
+    assert run.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+    assert run.of_type("kubernetes:core/v1:PersistentVolume")
+    assert len(run.of_type("kubernetes:core/v1:NodePatch")) == 3
+
+
+def test_dev_declares_no_charts():
+    run = run_stack("dev")
+    assert not run.of_type(CHART)
+
+
+def test_scale_down_warns_with_node_names():
+    run = run_stack("dev", previous_outputs={"workerNodes": ["worker-0", "worker-1", "worker-2", "worker-3"]})
+    (warning,) = [w for w in run.warnings if "scontrol delete" in w]
+    assert "worker-2, worker-3" in warning
+    assert "scontrol delete nodeName=worker-2,worker-3" in warning
+
+
+def test_scale_up_and_first_deploy_do_not_warn():
+    assert not [w for w in run_stack("dev", previous_outputs={"workerNodes": ["worker-0"]}).warnings if "scontrol" in w]
+    assert not [w for w in run_stack("dev").warnings if "scontrol" in w]
