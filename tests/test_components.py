@@ -1,0 +1,242 @@
+"""Per-component tests under mocks: objects, names, namespaces, options."""
+
+import pytest
+
+from components.config import parse_config
+from components.ldap import LdapDirectory
+from components.munge import MungeKey
+from components.node_pools import NodePools
+from components.operators import Operators
+from components.storage import Storage
+from components.slurm_cluster import SlurmCluster
+from tests.harness import run_under_mocks, stack_config
+
+
+def only(run, type_):
+    (resource,) = run.of_type(type_)
+    return resource
+
+
+# --- munge -------------------------------------------------------------------
+
+
+def test_munge_key_is_1024_random_bytes_in_the_cluster_secret():
+    run = run_under_mocks(lambda: {"name": MungeKey("munge", "fpt-hpc", "fpt-hpc").secret_name})
+    key = only(run, "random:index/randomBytes:RandomBytes")
+    assert key.inputs["length"] == 1024
+    assert key.inputs["keepers"] == {"rotation": "0"}
+    secret = only(run, "kubernetes:core/v1:Secret")
+    assert secret.inputs["metadata"]["name"] == "fpt-hpc-munge"
+    assert secret.inputs["metadata"]["namespace"] == "fpt-hpc"
+    assert list(secret.inputs["data"]) == ["munge.key"]
+    assert "data" in secret.secret_inputs and "data" in secret.additional_secret_outputs
+    assert run.outputs["name"] == "fpt-hpc-munge"
+
+
+def test_munge_rotation_is_a_keeper():
+    run = run_under_mocks(lambda: MungeKey("munge", "c", "ns", rotation=3) and None)
+    assert only(run, "random:index/randomBytes:RandomBytes").inputs["keepers"] == {"rotation": "3"}
+
+
+def test_children_are_named_after_and_parented_to_the_component():
+    run = run_under_mocks(lambda: MungeKey("renamed", "c", "ns") and None)
+    component = only(run, "slurm-platform:munge:MungeKey")
+    for child in run.of_type("random:index/randomBytes:RandomBytes") + run.of_type("kubernetes:core/v1:Secret"):
+        assert child.name.startswith("renamed-") and child.parent == component.urn
+
+
+# --- storage -----------------------------------------------------------------
+
+
+def storage_run(stack):
+    config = parse_config(stack_config(stack))
+    return run_under_mocks(lambda: {"claims": Storage("storage", config).claim_names})
+
+
+def test_storage_dev_uses_the_existing_class():
+    run = storage_run("dev")
+    assert not run.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    claims = {r.inputs["metadata"]["name"]: r for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert set(claims) == {"jail-pvc", "controller-spool-pvc"}
+    jail = claims["jail-pvc"].inputs
+    assert jail["metadata"]["namespace"] == "fpt-hpc"
+    assert jail["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}, "storageClassName": "default"}
+    assert claims["controller-spool-pvc"].inputs["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert run.outputs["claims"] == {"jail": "jail-pvc", "controller-spool": "controller-spool-pvc"}
+
+
+def test_storage_prod_static_jail_nfs_class_and_submount():
+    run = storage_run("prod-hanoi")
+    storage_class = only(run, "kubernetes:storage.k8s.io/v1:StorageClass")
+    assert storage_class.inputs["provisioner"] == "nfs.csi.k8s.io"
+    assert storage_class.inputs["parameters"] == {"server": "10.20.0.10", "share": "/export/slurm"}
+    assert storage_class.inputs["reclaimPolicy"] == "Retain"
+    volume = only(run, "kubernetes:core/v1:PersistentVolume")
+    assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert volume.inputs["spec"]["claimRef"] == {"namespace": "fpt-hpc", "name": "jail-pvc"}
+    assert volume.protect and volume.retain_on_delete
+    claims = {r.inputs["metadata"]["name"]: r for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert set(claims) == {"jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"}
+    assert claims["jail-pvc"].inputs["spec"]["volumeName"] == "jail-pvc-nfs"
+    assert claims["jail-pvc"].inputs["spec"]["storageClassName"] == ""
+    assert volume.urn in claims["jail-pvc"].dependencies
+    assert claims["jail-submount-mlperf-sd-pvc"].inputs["spec"]["storageClassName"] == "slurm-nfs"
+
+
+def test_storage_alibaba_nas_class():
+    run = storage_run("prod-hangzhou")
+    storage_class = only(run, "kubernetes:storage.k8s.io/v1:StorageClass")
+    assert storage_class.inputs["provisioner"] == "nasplugin.csi.alibabacloud.com"
+    assert storage_class.inputs["parameters"]["volumeAs"] == "subpath"
+
+
+def test_every_data_volume_is_protected():
+    run = storage_run("prod-hanoi")
+    for resource in run.of_type("kubernetes:core/v1:PersistentVolumeClaim") + run.of_type("kubernetes:core/v1:PersistentVolume"):
+        assert resource.protect and resource.retain_on_delete, resource.name
+
+
+# --- node pools --------------------------------------------------------------
+
+
+def test_node_pools_label_existing_nodes_only_with_labels():
+    config = parse_config(stack_config("prod-hanoi"))
+    run = run_under_mocks(lambda: {"filters": NodePools("pools", config.node_pools).node_filters})
+    patches = run.of_type("kubernetes:core/v1:NodePatch")
+    assert [p.inputs["metadata"]["name"] for p in patches] == [f"fke-prod-hanoi-system-{i}" for i in range(3)]
+    for patch in patches:
+        assert set(patch.inputs) == {"apiVersion", "kind", "metadata"}
+        assert patch.inputs["metadata"]["labels"] == {"worker.fptcloud/pool": "system"}
+    gpu, no_gpu = run.outputs["filters"]
+    assert gpu["name"] == "gpu" and len(gpu["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]) == 2
+    assert no_gpu == {"name": "no-gpu", "nodeSelector": {"worker.fptcloud/pool": "system"}}
+
+
+def test_node_pools_karpenter():
+    raw = stack_config("dev")
+    raw["nodePools"][0]["karpenter"] = {"instanceTypes": ["p5.48xlarge"]}
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: NodePools("pools", config.node_pools) and None)
+    pool = only(run, "kubernetes:karpenter.sh/v1:NodePool")
+    spec = pool.inputs["spec"]
+    assert spec["template"]["metadata"]["labels"] == {"worker.fptcloud/pool": "gpu-h100"}
+    assert spec["template"]["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    assert spec["template"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert spec["limits"]["nvidia.com/gpu"] == "16"
+
+
+# --- operators ---------------------------------------------------------------
+
+
+def operators_run(stack, **overrides):
+    config = parse_config({**stack_config(stack), **overrides})
+    return run_under_mocks(lambda: {"versions": Operators("operators", config).versions})
+
+
+def test_operators_charts_are_pinned_with_repos():
+    run = operators_run("prod-hanoi")
+    charts = {r.name.removeprefix("operators-"): r.inputs for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
+    gpu = charts["gpu-operator"]
+    assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v24.9.2"
+    assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+    assert gpu["values"]["nfd"] == {"enabled": True} and gpu["values"]["mig"] == {"strategy": "single"}
+    net = charts["network-operator"]
+    assert net["version"] == "24.10.1" and net["values"]["nfd"] == {"enabled": False}
+    assert charts["soperator"]["chart"] == "oci://cr.eu-north1.nebius.cloud/soperator/helm-soperator"
+    assert charts["soperator-crds"]["version"] == "1.14.10"
+    assert charts["mariadb-operator-crds"]["chart"] == "oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds"
+    assert all(chart["version"] for chart in charts.values())
+    assert run.outputs["versions"]["gpu-operator"] == "v24.9.2"
+
+
+def test_operator_order_crds_first():
+    run = operators_run("prod-hanoi")
+    charts = {r.name: r for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
+    depends = lambda name: {run.by_urn(u).name for u in charts[name].dependencies}
+    assert "operators-soperator-crds" in depends("operators-soperator")
+    assert "operators-cert-manager" in depends("operators-soperator")
+    assert "operators-mariadb-operator-crds" in depends("operators-mariadb-operator")
+
+
+def test_nic_cluster_policy_with_rdma_shared_device_plugin():
+    run = operators_run("prod-hanoi")
+    policy = only(run, "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+    assert policy.inputs["metadata"]["name"] == "nic-cluster-policy"
+    plugin = policy.inputs["spec"]["rdmaSharedDevicePlugin"]
+    assert '"resourceName": "rdma_shared_device_a"' in plugin["config"] and '"ibs1"' in plugin["config"]
+    assert {run.by_urn(u).name for u in policy.dependencies} >= {"operators-network-operator"}
+
+
+def test_no_nic_cluster_policy_without_rdma():
+    assert not operators_run("prod-hangzhou").of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+
+
+def test_install_false_declares_nothing():
+    run = operators_run("dev")
+    assert not run.of_type("kubernetes:helm.sh/v4:Chart")
+    assert run.outputs["versions"] == {}
+
+
+def test_external_accounting_needs_no_mariadb_operator():
+    charts = {r.name for r in operators_run("prod-hangzhou").of_type("kubernetes:helm.sh/v4:Chart")}
+    assert "operators-mariadb-operator" not in charts and "operators-gpu-operator" in charts
+
+
+# --- LDAP --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ldap_run():
+    config = parse_config(stack_config("prod-hanoi"))
+    return run_under_mocks(lambda: {"uri": LdapDirectory("ldap", config.ldap, "fpt-hpc").uri})
+
+
+def test_ldap_server_service_and_secret(ldap_run):
+    server = only(ldap_run, "kubernetes:apps/v1:StatefulSet")
+    container = server.inputs["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"] and container["livenessProbe"] and container["resources"]["requests"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["LDAP_ROOT"]["value"] == "dc=hpc,dc=example,dc=vn"
+    assert env["LDAP_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "ldap-secret", "key": "LDAP_ADMIN_PASSWORD"}
+    assert server.inputs["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] == "xplat-nfs"
+    services = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Service")}
+    assert services["ldap-service"].inputs["spec"]["ports"] == [{"name": "ldap", "port": 389, "targetPort": "ldap"}]
+    assert services["phpldapadmin"].inputs["spec"]["type"] == "ClusterIP"
+    secrets = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Secret")}
+    assert set(secrets) == {"ldap-secret", "sssd-config"}
+    for secret in secrets.values():
+        assert "stringData" in secret.secret_inputs
+    assert ldap_run.outputs["uri"] == "ldap://ldap-service.fpt-hpc.svc.cluster.local:389"
+
+
+def test_ldap_client_config_has_no_password(ldap_run):
+    configs = {c.inputs["metadata"]["name"]: c.inputs["data"] for c in ldap_run.of_type("kubernetes:core/v1:ConfigMap")}
+    client = configs["ldap-client-config"]
+    assert "uri ldap://ldap-service.fpt-hpc.svc.cluster.local:389" in client["nslcd.conf"]
+    assert "BASE\tdc=hpc,dc=example,dc=vn" in client["ldap.conf"]
+    assert "p" * 32 not in str(configs)
+    assert "o: Example HPC Hanoi" in configs["ldap-seed"]["00-base.ldif"]
+    sssd = ldap_run.named("ldap-sssd-config").inputs["stringData"]["sssd.conf"]
+    assert "ldap_default_authtok = " + "p" * 32 in sssd
+
+
+def test_ldap_tls_opens_636():
+    raw = {"ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}}
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: {"uri": LdapDirectory("ldap", config.ldap, "ns").uri})
+    service = run.named("ldap-service")
+    assert [p["port"] for p in service.inputs["spec"]["ports"]] == [389, 636]
+    assert run.outputs["uri"] == "ldaps://ldap-service.ns.svc.cluster.local:636"
+
+
+# --- Slurm cluster -----------------------------------------------------------
+
+
+def test_slurm_cluster_component_declares_the_cr_and_restricted_login():
+    config = parse_config(stack_config("prod-hanoi"))
+    run = run_under_mocks(lambda: {"ssh": SlurmCluster("slurm", config).ssh_command})
+    cluster = only(run, "kubernetes:slurm.nebius.ai/v1:SlurmCluster")
+    assert cluster.inputs["metadata"] == {"name": "fpt-hpc", "namespace": "fpt-hpc"}
+    login = run.named("slurm-login-ssh").inputs
+    assert login["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
+    assert run.outputs["ssh"].startswith("ssh root@$(kubectl get svc fpt-hpc-login-ssh -n fpt-hpc")
