@@ -174,6 +174,12 @@ def worker_node(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+def operator_login_service_type(config: PlatformConfig) -> str:
+    """With source ranges, SSH goes through our restricted Service; soperator's stays inside the VPC."""
+    login = config.slurm.login
+    return "NodePort" if login.allowed_source_ranges else login.service_type
+
+
 def login_node(config: PlatformConfig) -> dict[str, Any]:
     login = config.slurm.login
     node: dict[str, Any] = {
@@ -181,12 +187,12 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
         "k8sNodeFilterName": NO_GPU_FILTER,
         "sshd": {"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
         "sshRootPublicKeys": list(login.ssh_root_public_keys),
-        "sshdServiceType": login.service_type,
-        "sshdServiceLoadBalancerIP": login.load_balancer_ip,
+        "sshdServiceType": operator_login_service_type(config),
+        "sshdServiceLoadBalancerIP": "" if login.allowed_source_ranges else login.load_balancer_ip,
         "munge": munge_container(config, login.munge),
         "volumes": {"jail": {"volumeSourceName": JAIL_SOURCE}, "jailSubMounts": jail_sub_mounts(config)},
     }
-    if login.service_type == "NodePort":
+    if node["sshdServiceType"] == "NodePort":
         node["sshdServiceNodePort"] = login.node_port
     if login.service_annotations:
         node["sshdServiceAnnotations"] = dict(login.service_annotations)

@@ -156,7 +156,7 @@ class Storage(pulumi.ComponentResource):
                         f"{name}-{volume.static_volume_name}",
                         metadata=_metadata(pv),
                         spec=pv["spec"],
-                        opts=child_opts(self, opts, depends_on=class_deps, **keep),
+                        opts=child_opts(self, opts, **keep),
                     )
                 )
             claim = claim_manifest(volume, namespace, config.storage.storage_class.name)

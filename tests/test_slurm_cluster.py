@@ -81,6 +81,8 @@ def test_login_exposure():
     service = restricted_login_service(hanoi)
     assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"]
     assert login_endpoint(hanoi).startswith("fpt-hpc-login-ssh.fpt-hpc:22")
+    # soperator's own login Service must not be a public LoadBalancer then
+    assert slurm_cluster_manifest(hanoi)["spec"]["slurmNodes"]["login"]["sshdServiceType"] == "NodePort"
     assert restricted_login_service(parse_config({})) is None
     assert ssh_command(parse_config({})) == "ssh -p 30022 root@<any-node-ip>"
     fixed_ip = parse_config({"slurm": {"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}}})

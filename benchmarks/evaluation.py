@@ -1,0 +1,53 @@
+"""Program evaluation under mocks: wall time, resources registered, longest
+dependency chain, for the reference stack (prod-hanoi) and a large one
+(50 node pools, 20 jail submounts). Prints figures; asserts nothing."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from components.config import parse_config  # noqa: E402
+from components.platform import build_platform  # noqa: E402
+from tests.harness import run_under_mocks, stack_config  # noqa: E402
+
+REPEATS = 5
+
+
+def large_stack() -> dict:
+    raw = stack_config("prod-hanoi")
+    gpu_pool = raw["nodePools"][0]
+    raw["nodePools"] = [
+        {**gpu_pool, "name": f"gpu-{i:02d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:02d}"}, "labelExistingNodes": []}
+        for i in range(49)
+    ] + [raw["nodePools"][-1]]
+    raw["storage"] = {
+        **raw["storage"],
+        "submounts": [{"name": f"data-{i:02d}", "mountPath": f"/mnt/data-{i:02d}", "size": "1Ti"} for i in range(20)],
+    }
+    return raw
+
+
+def measure(label: str, raw: dict) -> None:
+    config = parse_config(raw)
+    seconds, run = [], None
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        run = run_under_mocks(lambda: build_platform(config), raw, stack=label)
+        seconds.append(time.perf_counter() - start)
+    chain = run.longest_dependency_chain()
+    print(
+        f"{label:<12} pools={len(config.node_pools):>3} submounts={len(config.storage.submounts):>3} "
+        f"resources={len(run.resources):>4} eval_median={statistics.median(seconds) * 1000:7.1f} ms "
+        f"(min {min(seconds) * 1000:.1f}, max {max(seconds) * 1000:.1f}, n={REPEATS}) "
+        f"longest_chain={len(chain)}: {' -> '.join(chain)}"
+    )
+
+
+if __name__ == "__main__":
+    measure("prod-hanoi", stack_config("prod-hanoi"))
+    measure("large", large_stack())
