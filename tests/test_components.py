@@ -103,7 +103,7 @@ def test_node_pools_label_existing_nodes_only_with_labels():
     config = parse_config(stack_config("prod-hanoi"))
     run = run_under_mocks(lambda: {"filters": NodePools("pools", config.node_pools).node_filters})
     patches = run.of_type("kubernetes:core/v1:NodePatch")
-    assert [p.inputs["metadata"]["name"] for p in patches] == [f"fke-prod-hanoi-system-{i}" for i in range(3)]
+    assert sorted(p.inputs["metadata"]["name"] for p in patches) == [f"fke-prod-hanoi-system-{i}" for i in range(3)]
     for patch in patches:
         assert set(patch.inputs) == {"apiVersion", "kind", "metadata"}
         assert patch.inputs["metadata"]["labels"] == {"worker.fptcloud/pool": "system"}
