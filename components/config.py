@@ -202,6 +202,9 @@ class NetworkOperatorConfig(ChartConfig):
     rdma_resource_name: str = Field("rdma_shared_device_a", description="Resource exposed as rdma/<name>.")
     rdma_hca_max: int = Field(63, ge=1)
     rdma_if_names: list[str] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
+    doca_driver_version: Optional[str] = Field(
+        None, description="Deploy NVIDIA's DOCA/OFED driver container at this version (e.g. 24.10-0.7.0.0-0); unset: host MOFED."
+    )
 
 
 class SoperatorConfig(ChartConfig):
@@ -212,12 +215,22 @@ class SoperatorConfig(ChartConfig):
 
 class MariadbOperatorConfig(ChartConfig):
     namespace: DnsLabel = "mariadb-operator"
-    version: str = "0.36.0"
-    repository: str = "oci://ghcr.io/mariadb-operator/charts"
+    version: str = Field("0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against.")
+    repository: str = Field(
+        "https://helm.mariadb.com/mariadb-operator",
+        description="Helm repo URL, or an OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later).",
+    )
+    crds_chart: bool = Field(
+        False, description="Install the separate mariadb-operator-crds chart first (charts 0.31+); 0.29 ships its CRDs in the main chart."
+    )
 
 
 class CertManagerConfig(ChartConfig):
-    install: Optional[bool] = Field(None, description="Unset: installed when an operator needs it (soperator's webhooks).")
+    install: bool = Field(
+        False,
+        description="No operator here needs it (soperator 1.14.10 registers no webhooks; mariadb-operator uses its own "
+        "cert controller); install it for your own Certificates, e.g. LDAP TLS.",
+    )
     namespace: DnsLabel = "cert-manager"
     version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v1.16.2"
 
@@ -436,7 +449,9 @@ class NcclBenchmarkConfig(Model):
     enabled: bool = True
     schedule: str = Field("0 */3 * * *", pattern=r"^(\S+\s+){4}\S+$", description="Cron schedule.")
     drain_on_failure: bool = Field(True, description="Drain a Slurm node whose NCCL benchmark fails.")
-    min_bandwidth_gbps: str = Field("0", description="thresholdMoreThan: minimum acceptable bus bandwidth.")
+    min_bandwidth_gbps: str = Field(
+        "400", pattern=r"^[0-9]+(\.[0-9]+)?$", description="thresholdMoreThan: minimum NCCL all-reduce bus bandwidth (GB/s)."
+    )
     use_infiniband: Optional[bool] = Field(None, description="Unset: on when a GPU pool has RDMA.")
 
 

@@ -1,6 +1,6 @@
 """Operators as pinned Helm charts: NVIDIA GPU and Network operators, soperator,
-MariaDB operator, cert-manager; plus the NicClusterPolicy the network operator
-no longer creates itself (since chart v24.10).
+MariaDB operator, and cert-manager on request; plus the NicClusterPolicy the
+network operator chart no longer creates itself (since 24.10).
 
 `chart_releases()` decides what to install, in which order, with which values,
 as plain data; `Operators` turns each release into a `helm.v4.Chart`.
@@ -44,6 +44,14 @@ class ChartRelease:
     values: dict[str, Any] = field(default_factory=dict)
     repo: Optional[str] = None
     depends_on: tuple[str, ...] = ()
+    skip_crds: bool = False
+
+
+def chart_source(repository: str, chart: str) -> tuple[str, Optional[str]]:
+    """(chart, repo) for helm: OCI charts are addressed by reference, others by repo URL + name."""
+    if repository.startswith("oci://"):
+        return f"{repository.rstrip('/')}/{chart}", None
+    return chart, repository
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -78,20 +86,15 @@ def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     values = {
         "nfd": {"enabled": network.node_feature_discovery},
         "sriovNetworkOperator": {"enabled": False},
-        # Since v24.10 the chart creates no NicClusterPolicy; we declare it.
-        "deployCR": False,
     }
     return deep_merge(values, network.values)
 
 
 def soperator_values(config: PlatformConfig) -> dict[str, Any]:
-    return deep_merge({"certManager": {"enabled": cert_manager_wanted(config)}}, config.operators.soperator.values)
-
-
-def cert_manager_wanted(config: PlatformConfig) -> bool:
-    """soperator's admission webhooks take their serving certificate from cert-manager."""
-    explicit = config.operators.cert_manager.install
-    return config.operators.soperator.install if explicit is None else explicit
+    # The operator registers the MariaDB scheme (and reconciles MariaDB CRs) only when told the CRDs exist.
+    mariadb = "true" if uses_mariadb_operator(config) else "false"
+    values = {"controllerManager": {"manager": {"env": {"isMariadbCrdInstalled": mariadb}}}}
+    return deep_merge(values, config.operators.soperator.values)
 
 
 def uses_mariadb_operator(config: PlatformConfig) -> bool:
@@ -103,7 +106,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     """Every release to install, CRD charts before the charts and CRs that need them."""
     ops = config.operators
     releases: list[ChartRelease] = []
-    if cert_manager_wanted(config):
+    if ops.cert_manager.install:
         cm = ops.cert_manager
         releases.append(
             ChartRelease(
@@ -119,20 +122,32 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         releases.append(
             ChartRelease(NETWORK_OPERATOR, "network-operator", net.version, net.namespace, network_operator_values(config), repo=NVIDIA_REPO)
         )
-    if ops.soperator.install:
-        sop = ops.soperator
-        releases.append(ChartRelease(SOPERATOR_CRDS, f"{sop.repository}/helm-soperator-crds", sop.version, sop.namespace))
-        needs = (SOPERATOR_CRDS, CERT_MANAGER) if cert_manager_wanted(config) else (SOPERATOR_CRDS,)
-        releases.append(
-            ChartRelease(SOPERATOR, f"{sop.repository}/helm-soperator", sop.version, sop.namespace, soperator_values(config), depends_on=needs)
-        )
+    mariadb_keys: tuple[str, ...] = ()
     if ops.mariadb_operator.install and uses_mariadb_operator(config):
         maria = ops.mariadb_operator
-        releases.append(ChartRelease(MARIADB_CRDS, f"{maria.repository}/mariadb-operator-crds", maria.version, maria.namespace))
+        operator_values = maria.values
+        if maria.crds_chart:
+            chart, repo = chart_source(maria.repository, "mariadb-operator-crds")
+            releases.append(ChartRelease(MARIADB_CRDS, chart, maria.version, maria.namespace, repo=repo))
+            operator_values = deep_merge({"crds": {"enabled": False}}, maria.values)
+            mariadb_keys += (MARIADB_CRDS,)
+        chart, repo = chart_source(maria.repository, "mariadb-operator")
+        releases.append(
+            ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys)
+        )
+        mariadb_keys += (MARIADB_OPERATOR,)
+    if ops.soperator.install:
+        sop = ops.soperator
+        chart, repo = chart_source(sop.repository, "helm-soperator-crds")
+        releases.append(ChartRelease(SOPERATOR_CRDS, chart, sop.version, sop.namespace, repo=repo))
+        chart, repo = chart_source(sop.repository, "helm-soperator")
         releases.append(
             ChartRelease(
-                MARIADB_OPERATOR, f"{maria.repository}/mariadb-operator", maria.version, maria.namespace,
-                deep_merge({"crds": {"enabled": False}}, maria.values), depends_on=(MARIADB_CRDS,),
+                SOPERATOR, chart, sop.version, sop.namespace, soperator_values(config), repo=repo,
+                # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
+                skip_crds=True,
+                # It watches MariaDB CRs from start-up when told they exist.
+                depends_on=(SOPERATOR_CRDS, *mariadb_keys),
             )
         )
     return releases
@@ -156,21 +171,25 @@ def nic_cluster_policy(config: PlatformConfig) -> Optional[dict[str, Any]]:
         {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]}
         for pool in pools
     ]
-    return {
-        "apiVersion": "mellanox.com/v1alpha1",
-        "kind": "NicClusterPolicy",
-        "metadata": {"name": "nic-cluster-policy"},
-        "spec": {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "rdmaSharedDevicePlugin": {
-                "image": net.rdma_shared_device_plugin_image.rsplit("/", 1)[1],
-                "repository": net.rdma_shared_device_plugin_image.rsplit("/", 1)[0],
-                "version": net.rdma_shared_device_plugin_version,
-                "config": json.dumps(plugin_config, sort_keys=True),
-            },
+    repository, image = net.rdma_shared_device_plugin_image.rsplit("/", 1)
+    spec = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "rdmaSharedDevicePlugin": {
+            "image": image,
+            "repository": repository,
+            "version": net.rdma_shared_device_plugin_version,
+            "config": json.dumps(plugin_config, sort_keys=True),
         },
     }
+    if net.doca_driver_version:
+        spec["ofedDriver"] = {
+            "image": "doca-driver",
+            "repository": "nvcr.io/nvidia/mellanox",
+            "version": net.doca_driver_version,
+            "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "drain": {"enable": True, "force": True, "timeoutSeconds": 300}},
+        }
+    return {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": spec}
 
 
 class Operators(pulumi.ComponentResource):
@@ -199,6 +218,7 @@ class Operators(pulumi.ComponentResource):
                 namespace=release.namespace,
                 name=release.key,
                 values=release.values,
+                skip_crds=release.skip_crds,
                 repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=release.repo) if release.repo else None,
                 opts=child_opts(self, opts, depends_on=waits_for),
             )

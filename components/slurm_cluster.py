@@ -42,7 +42,8 @@ def image(config: PlatformConfig, component: str) -> str:
 
 
 def resources(pod: PodResources) -> dict[str, Any]:
-    return {"cpu": pod.cpu, "memory": pod.memory, "ephemeralStorage": pod.ephemeral_storage}
+    """Container resources keyed by Kubernetes resource name, as the chart renders them."""
+    return {"cpu": pod.cpu, "memory": pod.memory, "ephemeral-storage": pod.ephemeral_storage}
 
 
 def munge_container(config: PlatformConfig, pod: PodResources) -> dict[str, Any]:
@@ -79,7 +80,8 @@ def periodic_checks(config: PlatformConfig) -> dict[str, Any]:
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
             "image": image(config, "ncclBenchmark"),
-            "k8sNodeFilterName": GPU_FILTER,
+            # The benchmark job only submits Slurm jobs; it runs off the GPU nodes.
+            "k8sNodeFilterName": NO_GPU_FILTER,
             "ncclArguments": {
                 "minBytes": "512Mb",
                 "maxBytes": "8Gb",
@@ -96,7 +98,7 @@ def periodic_checks(config: PlatformConfig) -> dict[str, Any]:
 def populate_jail(config: PlatformConfig) -> dict[str, Any]:
     return {
         "image": image(config, "populateJail"),
-        "k8sNodeFilterName": NO_GPU_FILTER,
+        "k8sNodeFilterName": GPU_FILTER,
         "overwrite": config.slurm.populate_jail.overwrite,
     }
 
@@ -107,7 +109,7 @@ def accounting_node(config: PlatformConfig) -> dict[str, Any]:
     if not accounting.enabled:
         return node
     node.update(
-        slurmdbd={"image": image(config, "slurmdbd"), "resources": resources(accounting.slurmdbd)},
+        slurmdbd={"image": image(config, "slurmdbd"), "port": 6819, "resources": resources(accounting.slurmdbd)},
         munge=munge_container(config, accounting.munge),
     )
     if accounting.database == "external":
@@ -127,6 +129,7 @@ def accounting_node(config: PlatformConfig) -> dict[str, Any]:
             "resources": resources(accounting.mariadb),
             "replicas": 1,
             "replication": {},
+            "metrics": {"enabled": False},
             "storage": {
                 "ephemeral": False,
                 "volumeClaimTemplate": {
@@ -152,7 +155,10 @@ def controller_node(config: PlatformConfig) -> dict[str, Any]:
 
 def worker_node(config: PlatformConfig) -> dict[str, Any]:
     worker = config.slurm.worker
-    slurmd = {**resources(worker.slurmd), "gpu": worker.slurmd.gpu, "rdma": worker.slurmd.rdma}
+    slurmd = {**resources(worker.slurmd), "nvidia.com/gpu": str(worker.slurmd.gpu)}
+    if worker.slurmd.rdma:
+        # The resource the NicClusterPolicy's RDMA shared device plugin advertises.
+        slurmd[f"rdma/{config.operators.network_operator.rdma_resource_name}"] = str(worker.slurmd.rdma)
     return {
         "size": worker.size,
         "k8sNodeFilterName": GPU_FILTER,
@@ -188,14 +194,14 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
         "sshd": {"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
         "sshRootPublicKeys": list(login.ssh_root_public_keys),
         "sshdServiceType": operator_login_service_type(config),
-        "sshdServiceLoadBalancerIP": "" if login.allowed_source_ranges else login.load_balancer_ip,
+        "sshdServiceAnnotations": {} if login.allowed_source_ranges else dict(login.service_annotations),
         "munge": munge_container(config, login.munge),
         "volumes": {"jail": {"volumeSourceName": JAIL_SOURCE}, "jailSubMounts": jail_sub_mounts(config)},
     }
     if node["sshdServiceType"] == "NodePort":
         node["sshdServiceNodePort"] = login.node_port
-    if login.service_annotations:
-        node["sshdServiceAnnotations"] = dict(login.service_annotations)
+    else:
+        node["sshdServiceLoadBalancerIP"] = login.load_balancer_ip
     return node
 
 
@@ -219,7 +225,9 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
         "metadata": {"name": config.cluster.name, "namespace": config.cluster.namespace},
         "spec": {
             "crVersion": config.operators.soperator.version,
+            "pause": False,
             "clusterType": "gpu",
+            "ncclSettings": {"topologyType": "auto", "topologyData": ""},
             "k8sNodeFilters": k8s_node_filters(config.node_pools),
             "volumeSources": volume_sources(config),
             "periodicChecks": periodic_checks(config),

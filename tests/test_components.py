@@ -144,7 +144,12 @@ def test_operators_charts_are_pinned_with_repos():
     assert net["version"] == "24.10.1" and net["values"]["nfd"] == {"enabled": False}
     assert charts["soperator"]["chart"] == "oci://cr.eu-north1.nebius.cloud/soperator/helm-soperator"
     assert charts["soperator-crds"]["version"] == "1.14.10"
-    assert charts["mariadb-operator-crds"]["chart"] == "oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds"
+    assert charts["soperator"]["skipCrds"] is True
+    assert charts["soperator"]["values"]["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
+    maria = charts["mariadb-operator"]
+    assert (maria["chart"], maria["version"], maria["repositoryOpts"]["repo"]) == (
+        "mariadb-operator", "0.29.0", "https://helm.mariadb.com/mariadb-operator"
+    )
     assert all(chart["version"] for chart in charts.values())
     assert run.outputs["versions"]["gpu-operator"] == "v24.9.2"
 
@@ -153,9 +158,26 @@ def test_operator_order_crds_first():
     run = operators_run("prod-hanoi")
     charts = {r.name: r for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
     depends = lambda name: {run.by_urn(u).name for u in charts[name].dependencies}
-    assert "operators-soperator-crds" in depends("operators-soperator")
-    assert "operators-cert-manager" in depends("operators-soperator")
-    assert "operators-mariadb-operator-crds" in depends("operators-mariadb-operator")
+    assert {"operators-soperator-crds", "operators-mariadb-operator"} <= depends("operators-soperator")
+    assert not depends("operators-gpu-operator") & set(charts)
+
+
+def test_separate_mariadb_crds_chart_from_oci():
+    raw = stack_config("prod-hanoi")
+    raw["operators"]["mariadbOperator"] = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
+    run = operators_run("prod-hanoi", operators=raw["operators"])
+    charts = {r.name.removeprefix("operators-"): r for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
+    assert charts["mariadb-operator-crds"].inputs["chart"] == "oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds"
+    assert charts["mariadb-operator"].inputs["values"]["crds"] == {"enabled": False}
+    assert charts["mariadb-operator-crds"].urn in charts["mariadb-operator"].dependencies
+
+
+def test_cert_manager_only_on_request():
+    assert "operators-cert-manager" not in {r.name for r in operators_run("prod-hanoi").of_type("kubernetes:helm.sh/v4:Chart")}
+    raw = stack_config("prod-hanoi")
+    raw["operators"]["certManager"] = {"install": True}
+    cm = operators_run("prod-hanoi", operators=raw["operators"]).named("operators-cert-manager")
+    assert cm.inputs["values"]["crds"] == {"enabled": True} and cm.inputs["version"] == "v1.16.2"
 
 
 def test_nic_cluster_policy_with_rdma_shared_device_plugin():

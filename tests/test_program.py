@@ -88,12 +88,10 @@ def test_prod_hanoi_declares_the_operators():
     run = run_stack("prod-hanoi")
     charts = {r.name for r in run.of_type(CHART)}
     assert charts == {
-        "operators-cert-manager",
         "operators-gpu-operator",
         "operators-network-operator",
         "operators-soperator-crds",
         "operators-soperator",
-        "operators-mariadb-operator-crds",
         "operators-mariadb-operator",
     }
     assert run.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")

@@ -27,7 +27,13 @@ def test_fpt_shape_of_the_default_cluster():
     assert nodes["controller"]["volumes"] == {"spool": {"volumeSourceName": "controller-spool"}, "jail": {"volumeSourceName": "jail"}}
     worker = nodes["worker"]
     assert worker["size"] == 8 and worker["k8sNodeFilterName"] == "gpu" and worker["cgroupVersion"] == "v2"
-    assert worker["slurmd"]["resources"] == {"cpu": "110000m", "memory": "1220Gi", "ephemeralStorage": "55Gi", "gpu": 8, "rdma": 1}
+    assert worker["slurmd"]["resources"] == {
+        "cpu": "110000m",
+        "memory": "1220Gi",
+        "ephemeral-storage": "55Gi",
+        "nvidia.com/gpu": "8",
+        "rdma/rdma_shared_device_a": "1",
+    }
     assert worker["volumes"]["spool"]["volumeClaimTemplateSpec"]["resources"]["requests"]["storage"] == "120Gi"
     assert worker["volumes"]["sharedMemorySize"] == "64Gi"
     login = nodes["login"]
@@ -41,7 +47,7 @@ def test_periodic_checks_drain_on_nccl_failure_and_use_infiniband_with_rdma():
     nccl = spec()["periodicChecks"]["ncclBenchmark"]
     assert nccl["failureActions"] == {"setSlurmNodeDrainState": True}
     assert nccl["ncclArguments"]["useInfiniband"] is True
-    assert nccl["k8sNodeFilterName"] == "gpu"
+    assert nccl["k8sNodeFilterName"] == "no-gpu" and nccl["ncclArguments"]["thresholdMoreThan"] == "400"
     hangzhou = spec("prod-hangzhou")["periodicChecks"]["ncclBenchmark"]
     assert hangzhou["ncclArguments"]["useInfiniband"] is False
 
