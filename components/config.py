@@ -174,16 +174,23 @@ def _default_pools() -> list[NodePoolConfig]:
 # Operators
 
 
+NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
+
+
 class ChartConfig(Model):
     install: bool = Field(True, description="Declare the Helm release; false when the cloud portal already installed it.")
     namespace: DnsLabel
     version: str = Field(..., min_length=1, description="Chart version, pinned.")
+    repository: str = Field(
+        ..., min_length=1, description="Helm repo URL, OCI prefix (oci://...), or a local directory holding the chart (mirrors, tests)."
+    )
     values: dict[str, Any] = Field(default_factory=dict, description="Extra Helm values merged over ours.")
 
 
 class GpuOperatorConfig(ChartConfig):
     namespace: DnsLabel = "gpu-operator"
     version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$", description="Chart version with a leading v.")] = "v24.9.2"
+    repository: str = NVIDIA_HELM_REPO
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
     driver_version: Optional[str] = Field(None, description="Driver version; the chart's default when unset.")
     toolkit_enabled: bool = True
@@ -196,6 +203,7 @@ class GpuOperatorConfig(ChartConfig):
 class NetworkOperatorConfig(ChartConfig):
     namespace: DnsLabel = "nvidia-network-operator"
     version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$", description="Chart version without a leading v.")] = "24.10.1"
+    repository: str = NVIDIA_HELM_REPO
     node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
     rdma_shared_device_plugin_image: str = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"
     rdma_shared_device_plugin_version: str = "v1.5.2"
@@ -218,7 +226,7 @@ class MariadbOperatorConfig(ChartConfig):
     version: str = Field("0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against.")
     repository: str = Field(
         "https://helm.mariadb.com/mariadb-operator",
-        description="Helm repo URL, or an OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later).",
+        description="Helm repo URL, OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later) or local directory.",
     )
     crds_chart: bool = Field(
         False, description="Install the separate mariadb-operator-crds chart first (charts 0.31+); 0.29 ships its CRDs in the main chart."
@@ -233,6 +241,7 @@ class CertManagerConfig(ChartConfig):
     )
     namespace: DnsLabel = "cert-manager"
     version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v1.16.2"
+    repository: str = "https://charts.jetstack.io"
 
 
 class OperatorsConfig(Model):

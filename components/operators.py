@@ -20,9 +20,6 @@ from . import child_opts
 
 from .config import NodePoolConfig, PlatformConfig
 
-NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
-JETSTACK_REPO = "https://charts.jetstack.io"
-
 # Release keys, also the suffix of each Chart resource's name.
 CERT_MANAGER = "cert-manager"
 GPU_OPERATOR = "gpu-operator"
@@ -48,10 +45,10 @@ class ChartRelease:
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, Optional[str]]:
-    """(chart, repo) for helm: OCI charts are addressed by reference, others by repo URL + name."""
-    if repository.startswith("oci://"):
-        return f"{repository.rstrip('/')}/{chart}", None
-    return chart, repository
+    """(chart, repo) for helm: OCI and local charts by reference, repo charts by URL + name."""
+    if repository.startswith(("http://", "https://")):
+        return chart, repository
+    return f"{repository.rstrip('/')}/{chart}", None
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -108,20 +105,18 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     releases: list[ChartRelease] = []
     if ops.cert_manager.install:
         cm = ops.cert_manager
+        chart, repo = chart_source(cm.repository, "cert-manager")
         releases.append(
-            ChartRelease(
-                CERT_MANAGER, "cert-manager", cm.version, cm.namespace,
-                deep_merge({"crds": {"enabled": True}}, cm.values), repo=JETSTACK_REPO,
-            )
+            ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge({"crds": {"enabled": True}}, cm.values), repo=repo)
         )
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator
-        releases.append(ChartRelease(GPU_OPERATOR, "gpu-operator", gpu.version, gpu.namespace, gpu_operator_values(config), repo=NVIDIA_REPO))
+        chart, repo = chart_source(gpu.repository, "gpu-operator")
+        releases.append(ChartRelease(GPU_OPERATOR, chart, gpu.version, gpu.namespace, gpu_operator_values(config), repo=repo))
     if ops.network_operator.install:
         net = ops.network_operator
-        releases.append(
-            ChartRelease(NETWORK_OPERATOR, "network-operator", net.version, net.namespace, network_operator_values(config), repo=NVIDIA_REPO)
-        )
+        chart, repo = chart_source(net.repository, "network-operator")
+        releases.append(ChartRelease(NETWORK_OPERATOR, chart, net.version, net.namespace, network_operator_values(config), repo=repo))
     mariadb_keys: tuple[str, ...] = ()
     if ops.mariadb_operator.install and uses_mariadb_operator(config):
         maria = ops.mariadb_operator
