@@ -1,0 +1,194 @@
+"""Shared helpers: Kubernetes quantities, safe access to engine property bags,
+resource type names, and the common shape of every violation message.
+
+The engine hands policies read-only `Mapping`/`Sequence` proxies (not dicts
+and lists), so every helper here tests for the abstract types.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterable, Iterator, Optional
+
+from pulumi_policy import PolicyResource, StackValidationArgs
+
+# --- resource types, as the engine names them --------------------------------
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+PV = "kubernetes:core/v1:PersistentVolume"
+SERVICE = "kubernetes:core/v1:Service"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+SECRET = "kubernetes:core/v1:Secret"
+STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+CHART_TYPES = (
+    "kubernetes:helm.sh/v4:Chart",
+    "kubernetes:helm.sh/v3:Chart",
+    "kubernetes:helm.sh/v3:Release",
+)
+# Workloads whose pod templates may carry env literals.
+POD_TEMPLATE_TYPES = (
+    STATEFUL_SET,
+    DEPLOYMENT,
+    "kubernetes:apps/v1:DaemonSet",
+    "kubernetes:apps/v1:ReplicaSet",
+    "kubernetes:batch/v1:Job",
+    "kubernetes:batch/v1:CronJob",
+    "kubernetes:core/v1:Pod",
+)
+
+GI = 2**30
+
+# --- data volume names ---------------------------------------------------------
+
+JAIL_SOURCE = "jail"
+SPOOL_SOURCE = "controller-spool"
+DEFAULT_JAIL_CLAIM = "jail-pvc"
+DEFAULT_SPOOL_CLAIM = "controller-spool-pvc"
+DEFAULT_SUBMOUNT_PATTERN = "jail-submount-{name}-pvc"
+DEFAULT_DATA_CLAIM_REGEX = r"^(jail-pvc|controller-spool-pvc|jail-submount-[a-z0-9]([-a-z0-9]*[a-z0-9])?-pvc)$"
+
+
+# --- property access -------------------------------------------------------------
+
+
+def is_map(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def get(value: Any, *path: Any, default: Any = None) -> Any:
+    """`value[path[0]][path[1]]...`, or `default` as soon as a step is missing."""
+    for step in path:
+        if isinstance(step, int):
+            if not is_list(value) or not -len(value) <= step < len(value):
+                return default
+            value = value[step]
+        else:
+            if not is_map(value) or step not in value:
+                return default
+            value = value[step]
+    return default if value is None else value
+
+
+def items(value: Any) -> Iterator[tuple[str, Any]]:
+    return iter(value.items()) if is_map(value) else iter(())
+
+
+def elements(value: Any) -> list[Any]:
+    return list(value) if is_list(value) else []
+
+
+def name_of(props: Any) -> str:
+    return str(get(props, "metadata", "name", default=""))
+
+
+def namespace_of(props: Any) -> Optional[str]:
+    namespace = get(props, "metadata", "namespace")
+    return str(namespace) if namespace else None
+
+
+def display(props: Any, fallback: str = "") -> str:
+    """`namespace/name` of a Kubernetes object (or the Pulumi name when unnamed)."""
+    name = name_of(props) or fallback
+    namespace = namespace_of(props)
+    return f"{namespace}/{name}" if namespace else name
+
+
+def config_value(config: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A policy config property; the schema default when unset (the CLI fills
+    defaults too, but tests and older CLIs may not)."""
+    value = config.get(key) if config else None
+    return default if value is None else value
+
+
+def violation(problem: str, fix: str) -> str:
+    """Every message states the problem, then how to fix it."""
+    return f"{problem.rstrip('.')}. Fix: {fix.rstrip('.')}."
+
+
+# --- quantities ---------------------------------------------------------------------
+
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE](?P<exponent>[+-]?[0-9]+))?$"
+)
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+}
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes resource quantity ("100Gi", "110000m", "1.5", "8", 8, "1e3") as a number.
+
+    Raises ValueError for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    number = float(match.group("number"))
+    if match.group("exponent") is not None:
+        return number * 10 ** int(match.group("exponent"))
+    return number * _SUFFIX.get(match.group("suffix") or "", 1)
+
+
+def maybe_quantity(value: Any) -> Optional[float]:
+    try:
+        return quantity(value)
+    except ValueError:
+        return None
+
+
+def fmt_number(value: float) -> str:
+    """2 -> "2", 1357.4 -> "1357.4", 18.97656 -> "18.98"."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+
+
+def gib(value: float) -> str:
+    return f"{fmt_number(value / GI)}Gi"
+
+
+# --- SlurmCluster shape ----------------------------------------------------------------
+
+SLURM_NODE_KINDS = ("controller", "worker", "login", "exporter", "accounting")
+
+
+def slurm_nodes(cluster: Any) -> Mapping[str, Any]:
+    nodes = get(cluster, "spec", "slurmNodes", default={})
+    return nodes if is_map(nodes) else {}
+
+
+def volume_sources(cluster: Any) -> list[Any]:
+    return [source for source in elements(get(cluster, "spec", "volumeSources")) if is_map(source)]
+
+
+def claim_of(source: Any) -> Optional[str]:
+    claim = get(source, "persistentVolumeClaim", "claimName")
+    return str(claim) if claim else None
+
+
+def source_claims(cluster: Any) -> dict[str, Optional[str]]:
+    """volumeSource name -> claimName (None when the source is not a claim)."""
+    return {str(get(source, "name", default="")): claim_of(source) for source in volume_sources(cluster)}
+
+
+def jail_sub_mounts(node: Any) -> list[Any]:
+    return [mount for mount in elements(get(node, "volumes", "jailSubMounts")) if is_map(mount)]
+
+
+def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyResource]:
+    return [r for r in resources if r.resource_type in types]
+
+
+def stack_config(args: StackValidationArgs) -> Mapping[str, Any]:
+    return args.get_config() or {}

@@ -1,0 +1,396 @@
+"""Safety guardrails: no open load balancers, protected data volumes, no
+secrets in plain config, pinned operator charts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Optional
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from .common import (
+    CHART_TYPES,
+    CONFIG_MAP,
+    DEFAULT_DATA_CLAIM_REGEX,
+    POD_TEMPLATE_TYPES,
+    PV,
+    PVC,
+    SERVICE,
+    SLURM_CLUSTER,
+    config_value,
+    display,
+    elements,
+    get,
+    items,
+    namespace_of,
+    of_type,
+    slurm_nodes,
+    stack_config,
+    violation,
+)
+
+# ---------------------------------------------------------------------------
+# restricted-load-balancers
+
+DEFAULT_PRIVATE_LB_ANNOTATIONS = {
+    "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
+    "networking.gke.io/load-balancer-type": "Internal",
+    "cloud.google.com/load-balancer-type": "Internal",
+    "service.beta.kubernetes.io/azure-load-balancer-internal": "true",
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+}
+DEFAULT_OPEN_RANGES = ["0.0.0.0/0", "::/0"]
+SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges"
+LOGIN_COMPONENT = ("app.kubernetes.io/component", "login")
+
+
+def private_annotation(annotations: Any, private: Mapping[str, str]) -> Optional[str]:
+    for key, value in items(annotations):
+        expected = private.get(key)
+        if expected is not None and str(value).strip().lower() == str(expected).strip().lower():
+            return key
+    return None
+
+
+def source_ranges(props: Any) -> list[str]:
+    ranges = [str(r).strip() for r in elements(get(props, "spec", "loadBalancerSourceRanges"))]
+    annotation = get(props, "metadata", "annotations", SOURCE_RANGES_ANNOTATION)
+    if annotation:
+        ranges += [r.strip() for r in str(annotation).split(",") if r.strip()]
+    return ranges
+
+
+def restricted(props: Any, open_ranges: set[str]) -> bool:
+    ranges = source_ranges(props)
+    return bool(ranges) and not open_ranges & set(ranges)
+
+
+def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) -> None:
+    config = stack_config(args)
+    private = dict(config_value(config, "privateLoadBalancerAnnotations", DEFAULT_PRIVATE_LB_ANNOTATIONS))
+    open_ranges = set(config_value(config, "openSourceRanges", DEFAULT_OPEN_RANGES))
+    accept_companion = bool(config_value(config, "acceptCompanionService", False))
+    # Deterministic example (config maps arrive in no particular order): the defaults' order first.
+    preferred = [k for k in DEFAULT_PRIVATE_LB_ANNOTATIONS if k in private] + sorted(private)
+    example = (preferred[0], private[preferred[0]]) if preferred else ("<annotation>", "<value>")
+    lb_services = [s for s in of_type(args.resources, SERVICE) if get(s.props, "spec", "type") == "LoadBalancer"]
+    for service in lb_services:
+        if restricted(service.props, open_ranges) or private_annotation(get(service.props, "metadata", "annotations"), private):
+            continue
+        ranges = source_ranges(service.props)
+        problem = (
+            f"loadBalancerSourceRanges {ranges} include an open range" if ranges
+            else "it has no loadBalancerSourceRanges and no private-LB annotation"
+        )
+        report(
+            violation(
+                f"Service {display(service.props, service.name)} is a LoadBalancer reachable from the internet: {problem}",
+                "set spec.loadBalancerSourceRanges to the office/VPN CIDRs (slurm.login.allowedSourceRanges), "
+                f"or make it internal with an annotation such as {example[0]}: \"{example[1]}\"",
+            ),
+            service.urn,
+        )
+    for cluster in of_type(args.resources, SLURM_CLUSTER):
+        login = get(slurm_nodes(cluster.props), "login")
+        if get(login, "sshdServiceType") != "LoadBalancer":
+            continue
+        if private_annotation(get(login, "sshdServiceAnnotations"), private):
+            continue
+        namespace = namespace_of(cluster.props)
+        if accept_companion and any(
+            restricted(s.props, open_ranges)
+            and get(s.props, "spec", "selector", LOGIN_COMPONENT[0]) == LOGIN_COMPONENT[1]
+            and (namespace is None or namespace_of(s.props) in (None, namespace))
+            for s in lb_services
+        ):
+            continue
+        name = get(cluster.props, "metadata", "name", default=cluster.name)
+        report(
+            violation(
+                f"SlurmCluster {display(cluster.props, cluster.name)} has sshdServiceType LoadBalancer: soperator creates "
+                f"Service {name}-login-svc with no source ranges (the 1.14.10 CRD has no such field) and "
+                "sshdServiceAnnotations holds no private-LB annotation, so SSH is open to the internet",
+                "set slurm.login.allowedSourceRanges (the program then keeps the CR on NodePort and exposes SSH through "
+                "its own LoadBalancer with loadBalancerSourceRanges), or add a private-LB annotation such as "
+                f"{example[0]}: \"{example[1]}\" to slurm.login.serviceAnnotations",
+            ),
+            cluster.urn,
+        )
+
+
+restricted_load_balancers = StackValidationPolicy(
+    name="restricted-load-balancers",
+    description="LoadBalancer Services (ours and the SlurmCluster's login Service) are restricted by source ranges or private.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_load_balancers,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "privateLoadBalancerAnnotations": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "default": DEFAULT_PRIVATE_LB_ANNOTATIONS,
+                "description": "Annotation key -> value (case-insensitive) that makes a cloud load balancer internal.",
+            },
+            "openSourceRanges": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": DEFAULT_OPEN_RANGES,
+                "description": "Source ranges that count as unrestricted.",
+            },
+            "acceptCompanionService": {
+                "type": "boolean",
+                "default": False,
+                "description": "Let a public SlurmCluster login LoadBalancer pass when the stack also declares a "
+                "restricted LoadBalancer selecting the login pods (the operator's Service stays public).",
+            },
+        }
+    ),
+)
+
+
+# ---------------------------------------------------------------------------
+# protect-slurm-data-volumes
+
+
+def validate_data_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (PVC, PV):
+        return
+    pattern = re.compile(config_value(args.get_config(), "dataClaimPattern", DEFAULT_DATA_CLAIM_REGEX))
+    label = display(args.props, args.name)
+    if args.resource_type == PVC:
+        if pattern.match(str(get(args.props, "metadata", "name", default=""))) and not args.opts.protect:
+            report(
+                violation(
+                    f"PersistentVolumeClaim {label} holds Slurm data (jail, spool or submount) but is not protected; "
+                    "a rename or `pulumi destroy` would delete it",
+                    "declare it with ResourceOptions(protect=True, retain_on_delete=True) (storage component)",
+                ),
+                None,
+            )
+        return
+    claim = str(get(args.props, "spec", "claimRef", "name", default=""))
+    if not pattern.match(claim):
+        return
+    if not args.opts.protect:
+        report(
+            violation(
+                f"PersistentVolume {label} is bound to Slurm data claim {claim} but is not protected",
+                "declare it with ResourceOptions(protect=True, retain_on_delete=True) (storage component)",
+            ),
+            None,
+        )
+    policy = get(args.props, "spec", "persistentVolumeReclaimPolicy")
+    if policy is not None and policy != "Retain":
+        report(
+            violation(
+                f"PersistentVolume {label} is bound to Slurm data claim {claim} with persistentVolumeReclaimPolicy "
+                f"{policy}; releasing the claim would {'delete' if policy == 'Delete' else 'scrub'} the data",
+                "set spec.persistentVolumeReclaimPolicy: Retain",
+            ),
+            None,
+        )
+
+
+protect_data_volumes = ResourceValidationPolicy(
+    name="protect-slurm-data-volumes",
+    description="Slurm data claims and the volumes bound to them are protected, and those volumes use reclaim policy Retain.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_data_protection,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "dataClaimPattern": {
+                "type": "string",
+                "default": DEFAULT_DATA_CLAIM_REGEX,
+                "description": "Regex of data claim names (also matched against a PersistentVolume's claimRef.name).",
+            }
+        }
+    ),
+)
+
+
+# ---------------------------------------------------------------------------
+# no-secrets-in-plain-config
+
+DEFAULT_SECRET_NAME_PATTERN = r"password|passwd|secret|token|munge|authtok|private.?key"
+DEFAULT_SECRET_VALUE_PATTERNS = [r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY", r"ldap_default_authtok", r"\bbindpw\b"]
+DEFAULT_ALLOWED_NAME_PATTERN = r"(_FILE|_PATH|_DIR|_NAME)$"
+
+
+def pod_specs(resource_type: str, props: Any) -> list[tuple[str, Any]]:
+    if resource_type == "kubernetes:core/v1:Pod":
+        return [("spec", get(props, "spec"))]
+    if resource_type == "kubernetes:batch/v1:CronJob":
+        return [("spec.jobTemplate.spec.template.spec", get(props, "spec", "jobTemplate", "spec", "template", "spec"))]
+    return [("spec.template.spec", get(props, "spec", "template", "spec"))]
+
+
+def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != CONFIG_MAP and args.resource_type not in POD_TEMPLATE_TYPES:
+        return
+    config = args.get_config()
+    name_pattern = re.compile(config_value(config, "secretNamePattern", DEFAULT_SECRET_NAME_PATTERN), re.IGNORECASE)
+    value_patterns = [
+        re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)
+    ]
+    allowed_names = set(config_value(config, "allowedNames", []))
+    allowed_pattern = re.compile(config_value(config, "allowedNamePattern", DEFAULT_ALLOWED_NAME_PATTERN), re.IGNORECASE)
+    label = display(args.props, args.name)
+
+    def suspicious_name(name: str) -> bool:
+        return name not in allowed_names and not allowed_pattern.search(name) and bool(name_pattern.search(name))
+
+    if args.resource_type == CONFIG_MAP:
+        fix = "move it into a Secret (a Pulumi secret) and mount or reference that Secret instead"
+        for field in ("data", "binaryData"):
+            for key, value in items(get(args.props, field)):
+                if suspicious_name(str(key)):
+                    report(
+                        violation(f"ConfigMap {label}: {field} key '{key}' looks like a secret; ConfigMaps are not encrypted "
+                                  "and anyone who can read the namespace can read them", fix),
+                        None,
+                    )
+                    continue
+                if field == "data" and key not in allowed_names:
+                    marker = next((p.pattern for p in value_patterns if p.search(str(value))), None)
+                    if marker:
+                        report(
+                            violation(f"ConfigMap {label}: the value of data key '{key}' contains secret material "
+                                      f"(matches '{marker}')", fix),
+                            None,
+                        )
+        return
+
+    for base, spec in pod_specs(args.resource_type, args.props):
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            for container in elements(get(spec, group)):
+                for env in elements(get(container, "env")):
+                    name = str(get(env, "name", default=""))
+                    value = get(env, "value")
+                    if value in (None, "") or not suspicious_name(name):
+                        continue
+                    report(
+                        violation(
+                            f"{args.resource_type.rsplit(':', 1)[-1]} {label}: {base}.{group}"
+                            f"[{get(container, 'name', default='?')}] env {name} carries a literal value; "
+                            "it ends up in plain text in the object and the Pulumi state",
+                            f"use env[].valueFrom.secretKeyRef pointing at a Secret holding {name}",
+                        ),
+                        None,
+                    )
+
+
+no_plain_secrets = ResourceValidationPolicy(
+    name="no-secrets-in-plain-config",
+    description="No secret values in ConfigMaps or literal container env values; secrets live in Secrets.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_no_plain_secrets,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "secretNamePattern": {
+                "type": "string",
+                "default": DEFAULT_SECRET_NAME_PATTERN,
+                "description": "Regex (case-insensitive) of ConfigMap keys and env names that hold secrets.",
+            },
+            "secretValuePatterns": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": DEFAULT_SECRET_VALUE_PATTERNS,
+                "description": "Regexes (case-insensitive) of secret material inside ConfigMap values.",
+            },
+            "allowedNames": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [],
+                "description": "Exact keys/env names never flagged.",
+            },
+            "allowedNamePattern": {
+                "type": "string",
+                "default": DEFAULT_ALLOWED_NAME_PATTERN,
+                "description": "Regex of names that point at a secret rather than hold one (e.g. *_FILE).",
+            },
+        }
+    ),
+)
+
+
+# ---------------------------------------------------------------------------
+# pinned-chart-versions
+
+PINNED_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+LOCAL_CHART = ("/", "./", "../", "file://")
+STACK = "pulumi:pulumi:Stack"
+DEFAULT_VERSIONS_OUTPUT = "chartVersions"
+PIN_FIX = "pin an exact chart version (e.g. 1.14.10 or v24.9.2) in the stack's operators.<chart>.version"
+
+
+def unpinned(version: str) -> Optional[str]:
+    """Why `version` is not a pin, or None when it is one."""
+    if PINNED_VERSION.match(version):
+        return None
+    if not version:
+        return "has no version, so every deployment installs whatever is newest"
+    return f"has version '{version}', a floating tag or range that can resolve to a new release at any deployment"
+
+
+def validate_pinned_charts(args: StackValidationArgs, report: ReportViolation) -> None:
+    config = stack_config(args)
+    exempt = set(config_value(config, "exemptCharts", []))
+    for chart_resource in of_type(args.resources, *CHART_TYPES):
+        chart = get(chart_resource.props, "chart")
+        if not chart:
+            # helm.sh/v4 Chart is a component: the engine shows it without inputs; see the outputs below.
+            continue
+        chart = str(chart)
+        if chart.startswith(LOCAL_CHART) or chart in exempt:
+            continue
+        problem = unpinned(str(get(chart_resource.props, "version", default="")).strip())
+        if problem:
+            kind = chart_resource.resource_type.rsplit(":", 1)[-1]
+            report(violation(f"Helm {kind} {chart_resource.name} (chart {chart}) {problem}", PIN_FIX), chart_resource.urn)
+    # The program exports the version of every release it installs; the engine
+    # shows stack outputs even where it hides a component Chart's inputs.
+    output = config_value(config, "versionsOutput", DEFAULT_VERSIONS_OUTPUT)
+    for stack_resource in of_type(args.resources, STACK):
+        for release, version in items(get(stack_resource.props, output)):
+            if str(release) in exempt:
+                continue
+            problem = unpinned(str(version or "").strip())
+            if problem:
+                report(
+                    violation(f"Helm release {release} (stack output {output}) {problem}", PIN_FIX),
+                    stack_resource.urn,
+                )
+
+
+pinned_charts = StackValidationPolicy(
+    name="pinned-chart-versions",
+    description="Operator Helm charts (helm.sh/v4 Chart, v3 Chart/Release) are pinned to an exact version.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_pinned_charts,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "exemptCharts": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [],
+                "description": "Chart references (or release keys of the versions output) exempt from pinning.",
+            },
+            "versionsOutput": {
+                "type": "string",
+                "default": DEFAULT_VERSIONS_OUTPUT,
+                "description": "Stack output mapping release -> chart version, checked as well.",
+            },
+        }
+    ),
+)
+
+POLICIES = [restricted_load_balancers, protect_data_volumes, no_plain_secrets, pinned_charts]
