@@ -1,10 +1,20 @@
-# The README's two commands: `make up` (local stack) and `make test`.
+# The README's two commands: `make up` (the local stack) and `make test`.
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+STACK ?= dev
 
-.PHONY: venv test schema benchmark
+# The local stack only: file state in the checkout, a documented throwaway passphrase.
+LOCAL_ENV := PULUMI_BACKEND_URL=file://$(CURDIR)/.pulumi-state \
+	PULUMI_CONFIG_PASSPHRASE=local-throwaway-passphrase \
+	PULUMI_SKIP_UPDATE_CHECK=true
+
+# A normally installed Pulumi (CLI + language hosts on PATH) is used as is;
+# otherwise scripts/install-pulumi.sh builds what the registries serve.
+PULUMI_PATH = $$(command -v pulumi-language-python >/dev/null && dirname "$$(command -v pulumi)" || scripts/install-pulumi.sh)
+
+.PHONY: venv test up preview schema benchmark
 
 venv: $(STAMP)
 
@@ -14,7 +24,19 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -rs tests
+
+up: $(STAMP)
+	mkdir -p .pulumi-state
+	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" $(LOCAL_ENV) && \
+	pulumi stack select local --create --secrets-provider passphrase --non-interactive && \
+	pulumi up --stack local --yes --non-interactive
+	@echo "manifests: rendered/0-crd (CRDs) and rendered/1-manifest (everything else)"
+
+# The diff CI posts on a pull request, with the policy pack and the stack's policy config.
+preview: $(STAMP)
+	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" PULUMI_SKIP_UPDATE_CHECK=true && \
+	pulumi preview --diff --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
 schema: $(STAMP)
 	$(PYTHON) -m components.schema > config.schema.json
