@@ -1,6 +1,7 @@
 """Program evaluation under mocks: wall time, resources registered, longest
 dependency chain, for the reference stack (prod-hanoi) and a large one
-(50 node pools, 20 jail submounts). Prints figures; asserts nothing."""
+(50 node pools, each GPU pool with a Karpenter NodePool, 20 jail submounts).
+Prints figures; asserts nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def large_stack() -> dict:
     raw = stack_config("prod-hanoi")
     gpu_pool = raw["nodePools"][0]
     raw["nodePools"] = [
-        {**gpu_pool, "name": f"gpu-{i:02d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:02d}"}, "labelExistingNodes": []}
+        {**gpu_pool, "name": f"gpu-{i:02d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:02d}"}, "karpenter": {}}
         for i in range(49)
     ] + [raw["nodePools"][-1]]
     raw["storage"] = {

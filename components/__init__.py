@@ -13,6 +13,8 @@ def child_opts(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], 
     A component's own `depends_on` does not reach its children's registrations,
     so e.g. the SlurmCluster CR would not wait for the CRDs without this.
     """
-    inherited = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else ([opts.depends_on] if opts and opts.depends_on else [])
+    inherited = (opts.depends_on if opts else None) or []
+    if not isinstance(inherited, list):
+        inherited = [inherited]
     own = extra.pop("depends_on", None) or []
     return pulumi.ResourceOptions(parent=parent, depends_on=[*inherited, *own] or None, **extra)

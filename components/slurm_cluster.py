@@ -333,10 +333,7 @@ def scale_down_warning(removed: list[str]) -> Optional[str]:
 
 def warn_about_removed_workers(config: PlatformConfig) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
-    this_stack = pulumi.StackReference(
-        f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}",
-        opts=pulumi.ResourceOptions(),
-    )
+    this_stack = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
 
     def warn(previous: Optional[list[str]]) -> None:
         message = scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))
