@@ -556,17 +556,15 @@ class ConfigError(Exception):
 
 
 def _describe(error: Mapping[str, Any]) -> str:
-    location = [str(part) for part in error["loc"]]
-    # pydantic reports a failed model validator on the model itself; nested
-    # list indices read better as [i].
+    # Errors of a model validator sit on the model's own path; list indices read as [i].
     path = ""
-    for part in location:
+    for part in map(str, error["loc"]):
         path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
     key = f"{PROJECT}:{path}" if path else f"{PROJECT}"
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling; see config.schema.json)"
-    if error["type"] in ("missing",):
+    if error["type"] == "missing":
         return f"{key}: required but not set"
     allowed = ""
     ctx = error.get("ctx") or {}
@@ -599,7 +597,7 @@ def raw_config_from_pulumi() -> dict[str, Any]:
         if namespace != PROJECT:
             continue
         # Structured values arrive as JSON text, scalars as plain strings.
-        raw[key] = json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+        raw[key] = json.loads(value) if isinstance(value, str) and value.startswith(("[", "{")) else value
     return raw
 
 

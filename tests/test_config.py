@@ -118,3 +118,29 @@ def test_several_errors_are_reported_together():
 def test_model_is_frozen():
     with pytest.raises(Exception):
         PlatformConfig().environment = "prod"
+
+
+def test_config_is_read_from_the_stack(monkeypatch):
+    from pulumi.runtime import config as runtime_config
+
+    from components.config import load_config
+
+    monkeypatch.setattr(
+        runtime_config,
+        "CONFIG",
+        type(runtime_config.CONFIG)("test_config", default={}),
+    )
+    runtime_config.set_all_config(
+        {
+            "slurm-platform:environment": "staging",
+            "slurm-platform:region": "",
+            "slurm-platform:storage": '{"jail": {"size": "200Gi"}}',
+            "kubernetes:context": "ignored: another namespace",
+        }
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config()
+    assert 'slurm-platform:region: String should match pattern' in str(caught.value)
+    runtime_config.set_all_config({"slurm-platform:environment": "staging", "slurm-platform:storage": '{"jail": {"size": "200Gi"}}'})
+    config = load_config()
+    assert config.environment == "staging" and config.storage.jail.size == "200Gi"
