@@ -253,6 +253,12 @@ def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
     return {"app.kubernetes.io/component": "login", "app.kubernetes.io/instance": config.cluster.name}
 
 
+def login_service_name(config: PlatformConfig) -> str:
+    """The Service users SSH through: our restricted one when ranges are set, else soperator's."""
+    suffix = "login-ssh" if config.slurm.login.allowed_source_ranges else "login-svc"
+    return f"{config.cluster.name}-{suffix}"
+
+
 def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]:
     """A LoadBalancer reachable only from `allowedSourceRanges`.
 
@@ -267,7 +273,7 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": f"{config.cluster.name}-login-ssh",
+            "name": login_service_name(config),
             "namespace": config.cluster.namespace,
             "annotations": dict(login.service_annotations),
         },
@@ -287,11 +293,9 @@ def login_endpoint(config: PlatformConfig) -> str:
     login = config.slurm.login
     if login.load_balancer_ip:
         return f"{login.load_balancer_ip}:{SSHD_PORT}"
-    if login.allowed_source_ranges:
-        return f"{config.cluster.name}-login-ssh.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
-    if login.service_type == "NodePort":
+    if login.service_type == "NodePort" and not login.allowed_source_ranges:
         return f"<any-node-ip>:{login.node_port}"
-    return f"{config.cluster.name}-login-svc.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
+    return f"{login_service_name(config)}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
 
 
 def ssh_command(config: PlatformConfig) -> str:
@@ -300,9 +304,8 @@ def ssh_command(config: PlatformConfig) -> str:
         return f"ssh root@{login.load_balancer_ip}"
     if login.service_type == "NodePort" and not login.allowed_source_ranges:
         return f"ssh -p {login.node_port} root@<any-node-ip>"
-    service = f"{config.cluster.name}-login-ssh" if login.allowed_source_ranges else f"{config.cluster.name}-login-svc"
     return (
-        f"ssh root@$(kubectl get svc {service} -n {config.cluster.namespace} "
+        f"ssh root@$(kubectl get svc {login_service_name(config)} -n {config.cluster.namespace} "
         "-o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
     )
 

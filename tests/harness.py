@@ -57,7 +57,7 @@ class Run:
         return next(r for r in self.resources if r.urn == urn)
 
     def kubernetes_objects(self) -> list[Registered]:
-        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom and r.type != "pulumi:providers:kubernetes"]
+        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom]
 
     def longest_dependency_chain(self) -> list[str]:
         """Longest path through explicit and input-derived dependencies (names, first to last)."""
