@@ -9,7 +9,7 @@
 #   scripts/kube-local.sh ensure [RUN_DIR]   start unless running, print the kubeconfig path
 #   scripts/kube-local.sh kubeconfig [RUN_DIR]
 #   scripts/kube-local.sh bin                the directory of the binaries (kubectl too)
-#   scripts/kube-local.sh charts DIR         the kwok stack's stand-in charts, with CRDs
+#   scripts/kube-local.sh charts DIR         the kwok stack's stand-in charts
 #
 # Binaries go to $SLURM_PLATFORM_KUBE (default ~/.cache/slurm-platform/kube),
 # outside the checkout, with one stamp per build step (this script and the
@@ -165,7 +165,8 @@ EOF
 launch() {
 	local run=$1 name=$2
 	shift 2
-	setsid "$@" >"$run/logs/$name.log" 2>&1 </dev/null &
+	# Appends (a restart keeps the crash's log); fd 9, the build lock, stays with us.
+	setsid "$@" >>"$run/logs/$name.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$run/pids/$name.pid"
 }
 
@@ -232,6 +233,7 @@ EOF
 	local started=$SECONDS
 	start_etcd "$run"
 	start_apiserver "$run"
+	cluster_basics "$run"
 	# Controllers act with per-controller service accounts: node lifecycle and
 	# the scheduler need them to place pods on kwok's fake nodes.
 	launch "$run" kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$run/kubeconfig" \
@@ -271,17 +273,42 @@ stop() {
 	done
 }
 
-# The stand-in charts (scripts/kube/charts) with the contracts' CRDs, into DEST.
+# The stand-in charts (scripts/kube/charts), into DEST.
 charts() {
-	local dest=${1:?destination directory} contracts
-	# ../shared/contracts from the repository root.
-	contracts=$(cd "$here/../.." && pwd)/shared/contracts
-	[[ -f $contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.yaml ]] || die "no contracts at $contracts"
+	local dest=${1:?destination directory}
 	rm -rf "$dest"
 	mkdir -p "$dest"
 	cp -r "$sources/charts/." "$dest/"
-	mkdir -p "$dest/helm-soperator-crds/crds"
-	cp "$contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.yaml" "$dest/helm-soperator-crds/crds/"
+}
+
+# What a managed cluster has before any stack: the upstream CRDs of
+# ../shared/contracts that no stand-in chart supplies (soperator 1.14.10's
+# SlurmCluster, which kwok's stages watch, so it must exist before kwok starts,
+# and Slinky's; nothing in a stack owns them, so no destroy takes every custom
+# resource with it), and a default StorageClass (claims that name no class,
+# e.g. LDAP's, get it; the kwok stage provisions them).
+cluster_basics() {
+	local run=$1 contracts kubectl=("$bin/kubectl" --kubeconfig "$1/kubeconfig")
+	contracts=$(cd "$here/../.." && pwd)/shared/contracts
+	[[ -f $contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.yaml ]] || die "no contracts at $contracts"
+	{
+		"${kubectl[@]}" apply --server-side --field-manager kube-local \
+			-f "$contracts/soperator/1.14.10/" -f "$contracts/slinky/v1.2.1/" &&
+			"${kubectl[@]}" apply --server-side --field-manager kube-local -f - <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: kwok-default
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kwok.x-k8s.io/volume
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+EOF
+	} >"$run/logs/basics.log" 2>&1 || die "applying CRDs and the default StorageClass failed: $run/logs/basics.log"
+	# Retried: `kubectl wait` fails on a CRD that has no conditions yet.
+	wait_for 30 crds "${kubectl[@]}" wait --for condition=Established --timeout 5s crd --all ||
+		die "the contracts' CRDs were not established in 30 s"
 }
 
 # A running control plane in RUN_DIR, started if it is not: prints the kubeconfig path.
