@@ -38,8 +38,9 @@ preview: $(STAMP)
 	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" PULUMI_SKIP_UPDATE_CHECK=true && \
 	pulumi preview --diff --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
+# Writes config.schema.json and stack.schema.json; a failure leaves both as they were.
 schema: $(STAMP)
-	$(PYTHON) -m components.schema > config.schema.json
+	$(PYTHON) -m components.schema
 
 benchmark: $(STAMP)
 	$(PYTHON) benchmarks/evaluation.py

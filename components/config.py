@@ -293,15 +293,23 @@ class StaticNfsVolume(Model):
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
+ADOPT_DESCRIPTION = (
+    "The claim (and its static PV) already exists, e.g. made by hand from the FPT guide: import it into the stack "
+    "as is (Pulumi `import`) instead of creating it; the declared spec must match the live object."
+)
+
+
 class JailConfig(Model):
     size: JailSize = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
     static_nfs: Optional[StaticNfsVolume] = Field(
         None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
     )
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SpoolConfig(Model):
     size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SubmountConfig(Model):
@@ -310,6 +318,7 @@ class SubmountConfig(Model):
     mount_path: str = Field(..., pattern=r"^/", description="Same path on login and worker nodes.")
     size: Quantity = "100Gi"
     static_nfs: Optional[StaticNfsVolume] = None
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
     @property
     def claim_name(self) -> str:
@@ -406,6 +415,12 @@ class LoginConfig(Model):
     service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
     node_port: int = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort (30000-32767).")
     load_balancer_ip: str = Field("", description="sshdServiceLoadBalancerIP (empty: assigned by the cloud).")
+    ssh_address: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="Host for sshCommand with a NodePort login (a node's address or a DNS name for the nodes); "
+        "a LoadBalancer's address is read from the live Service.",
+    )
     service_annotations: dict[str, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
     allowed_source_ranges: list[Cidr] = Field(
         default_factory=list,
@@ -471,6 +486,20 @@ class PopulateJailConfig(Model):
     )
 
 
+class ReadinessConfig(Model):
+    """How `pulumi up` awaits the SlurmCluster (never on a render-only stack: there is no cluster to watch)."""
+
+    await_available: bool = Field(
+        True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor)."
+    )
+    timeout_minutes: int = Field(
+        40,
+        ge=5,
+        le=24 * 60,
+        description="Create/update timeout; FPT's guide measures ~20 minutes for a first install (populate-jail job, then the pods).",
+    )
+
+
 class SlurmConfig(Model):
     images: ImagesConfig = ImagesConfig()
     controller: ControllerConfig = ControllerConfig()
@@ -481,6 +510,12 @@ class SlurmConfig(Model):
     nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
     populate_jail: PopulateJailConfig = PopulateJailConfig()
     munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
+    adopt_munge_secret: bool = Field(
+        False,
+        description="Secret <cluster>-munge already exists (made by hand or by soperator): import it and keep its key; "
+        "Pulumi owns the object but not the key until this is turned off (which writes a new key).",
+    )
+    readiness: ReadinessConfig = ReadinessConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -509,6 +544,21 @@ class PlatformConfig(Model):
     @property
     def jail_is_static(self) -> bool:
         return self.storage.jail.static_nfs is not None
+
+    @property
+    def render_only(self) -> bool:
+        """Manifests go to a directory: there is no cluster to read, await or import from."""
+        return self.kubernetes.render_yaml_to_directory is not None
+
+    @property
+    def adopted_objects(self) -> list[str]:
+        """Config keys of the objects this stack imports instead of creating."""
+        storage = self.storage
+        adopted = [key for key, on in (("storage.jail", storage.jail.adopt), ("storage.controllerSpool", storage.controller_spool.adopt)) if on]
+        adopted += [f"storage.submounts[{i}]" for i, sub in enumerate(storage.submounts) if sub.adopt]
+        if self.slurm.adopt_munge_secret:
+            adopted.append("slurm.adoptMungeSecret")
+        return adopted
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "PlatformConfig":
@@ -544,7 +594,28 @@ class PlatformConfig(Model):
             raise ValueError(
                 "slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry"
             )
+        self._check_adoption()
         return self
+
+    def _check_adoption(self) -> None:
+        adopted = self.adopted_objects
+        if not adopted:
+            return
+        if self.render_only:
+            raise ValueError(
+                f"{', '.join(adopted)}: adoption imports live objects, but kubernetes.renderYamlToDirectory "
+                "makes this a render-only stack with no cluster to import from"
+            )
+        if self.cluster.create_namespace:
+            raise ValueError(
+                f"{', '.join(adopted)}: adopted objects live in an existing namespace; "
+                f"set cluster.createNamespace: false (namespace {self.cluster.namespace!r})"
+            )
+        if self.slurm.adopt_munge_secret and self.slurm.munge_key_rotation:
+            raise ValueError(
+                "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it; "
+                "set adoptMungeSecret: false to let Pulumi write (and rotate) the key"
+            )
 
 
 # ---------------------------------------------------------------------------

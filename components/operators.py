@@ -148,14 +148,27 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     return releases
 
 
+def installed_charts(releases: list[ChartRelease]) -> dict[str, dict[str, str]]:
+    """Release -> chart reference, pinned version and namespace, as `helm list` would show them."""
+    return {
+        release.key: {
+            "chart": f"{release.repo}/{release.chart}" if release.repo else release.chart,
+            "version": release.version,
+            "namespace": release.namespace,
+        }
+        for release in releases
+    }
+
+
 def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
     return [pool for pool in pools if pool.rdma]
 
 
 def nic_cluster_policy(config: PlatformConfig) -> Optional[dict[str, Any]]:
-    """`NicClusterPolicy` with the RDMA shared device plugin, when a pool has RDMA."""
+    """`NicClusterPolicy` with the RDMA shared device plugin, when a pool has RDMA and we
+    install the network operator (a cloud portal that installs it owns its policy too)."""
     pools = rdma_pools(config.node_pools)
-    if not pools:
+    if not pools or not config.operators.network_operator.install:
         return None
     net = config.operators.network_operator
     selectors: dict[str, Any] = {"vendors": ["15b3"]}  # Mellanox
@@ -192,6 +205,7 @@ class Operators(pulumi.ComponentResource):
 
     charts: dict[str, k8s.helm.v4.Chart]
     versions: pulumi.Output[dict]
+    installed: pulumi.Output[dict]
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
@@ -229,7 +243,8 @@ class Operators(pulumi.ComponentResource):
                 opts=child_opts(self, opts, depends_on=[network_chart] if network_chart else None),
             )
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
-        self.register_outputs({"versions": self.versions})
+        self.installed = pulumi.Output.from_input(installed_charts(releases))
+        self.register_outputs({"versions": self.versions, "installed": self.installed})
 
     def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
         """What a SlurmCluster CR must wait for: soperator's CRDs, if we install them."""

@@ -37,6 +37,10 @@ class Registered:
     custom: bool
     secret_inputs: list[str]
     provider: str
+    import_id: str = ""
+    ignore_changes: list[str] = field(default_factory=list)
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    read: bool = False
 
 
 @dataclass
@@ -57,7 +61,8 @@ class Run:
         return next(r for r in self.resources if r.urn == urn)
 
     def kubernetes_objects(self) -> list[Registered]:
-        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom]
+        """Objects the program declares (reads of live objects excluded)."""
+        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom and not r.read]
 
     def longest_dependency_chain(self) -> list[str]:
         """Longest path through explicit and input-derived dependencies (names, first to last)."""
@@ -75,13 +80,18 @@ class Run:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Outputs echo the inputs, plus what the providers would compute."""
+    """Outputs echo the inputs, plus what the providers would compute.
 
-    def __init__(self, stack_outputs: Optional[dict[str, Any]] = None):
+    `live` stands in for the cluster: outputs by resource type (e.g. a SlurmCluster's
+    `status`, a Service's `spec`/`status`) merged over the echo, for created and read resources.
+    """
+
+    def __init__(self, stack_outputs: Optional[dict[str, Any]] = None, live: Optional[dict[str, dict[str, Any]]] = None):
         self.stack_outputs = stack_outputs or {}
+        self.live = live or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        outputs = dict(args.inputs)
+        outputs = {**dict(args.inputs), **self.live.get(args.typ, {})}
         if args.typ == "random:index/randomBytes:RandomBytes":
             raw = bytes(i % 256 for i in range(int(args.inputs["length"])))
             outputs.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
@@ -119,8 +129,35 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     secret_inputs=_secret_keys(request.object),
                     provider=request.provider,
+                    import_id=request.importId,
+                    ignore_changes=list(request.ignoreChanges),
+                    custom_timeouts={
+                        op: getattr(request.customTimeouts, op) for op in ("create", "update", "delete") if getattr(request.customTimeouts, op)
+                    },
                 )
             )
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self.run.resources.append(
+            Registered(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                inputs={},
+                parent=request.parent,
+                dependencies=list(request.dependencies),
+                protect=False,
+                retain_on_delete=False,
+                additional_secret_outputs=[],
+                custom=True,
+                secret_inputs=[],
+                provider=request.provider,
+                import_id=request.id,
+                read=True,
+            )
+        )
         return response
 
 
@@ -145,6 +182,7 @@ def run_under_mocks(
     config: Optional[dict[str, Any]] = None,
     stack: str = "test",
     previous_outputs: Optional[dict[str, Any]] = None,
+    live: Optional[dict[str, dict[str, Any]]] = None,
 ) -> Run:
     """Run `program` with `slurm-platform:*` config set; return what it registered.
 
@@ -154,7 +192,7 @@ def run_under_mocks(
     logger = logging.getLogger(f"pulumi-mocks-{id(run)}")
     logger.propagate = False
     logger.addHandler(_WarningCollector(run))
-    mocks = RecordingMocks(previous_outputs)
+    mocks = RecordingMocks(previous_outputs, live)
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run)
     )
