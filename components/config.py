@@ -119,6 +119,9 @@ class Taint(Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
 class KarpenterConfig(Model):
     """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
 
@@ -126,7 +129,7 @@ class KarpenterConfig(Model):
     node_class_kind: str = Field("EC2NodeClass", description="nodeClassRef.kind")
     node_class_name: str = Field("default", description="nodeClassRef.name")
     instance_types: list[str] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
-    capacity_types: list[Literal["on-demand", "spot", "reserved"]] = Field(default_factory=lambda: ["on-demand"])
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
 
 
 class NodePoolConfig(Model):

@@ -80,7 +80,7 @@ def storage_class_manifest(storage_class: StorageClassConfig) -> Optional[dict[s
     }
 
 
-def _labels(volume: DataVolume) -> dict[str, str]:
+def _labels(volume: DataVolume) -> dict[str, Any]:
     # An adopted object is imported as it is: a label of ours would be a change to the hand-made object.
     return {} if volume.adopt else {"labels": {"slurm-platform/volume": volume.source_name}}
 

@@ -5,6 +5,7 @@ import json
 import jsonschema
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from components.config import ConfigError, PlatformConfig, json_schema, parse_config, quantity_value
 from components.schema import stack_file_schema, write_atomically
@@ -184,8 +185,8 @@ def test_several_errors_are_reported_together():
 
 
 def test_model_is_frozen():
-    with pytest.raises(Exception):
-        PlatformConfig().environment = "prod"
+    with pytest.raises(ValidationError, match="frozen"):
+        setattr(PlatformConfig(), "environment", "prod")
 
 
 def test_config_is_read_from_the_stack(monkeypatch):

@@ -88,7 +88,7 @@ def test_accounting_off():
 def test_login_exposure():
     hanoi = parse_config(stack_config("prod-hanoi"))
     service = restricted_login_service(hanoi)
-    assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"]
+    assert service is not None and service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"]
     assert service_names(hanoi) == {"controller": "fpt-hpc-controller-svc", "login": "fpt-hpc-login-svc", "ssh": "fpt-hpc-login-ssh"}
     # soperator's own login Service must not be a public LoadBalancer then
     assert slurm_cluster_manifest(hanoi)["spec"]["slurmNodes"]["login"]["sshdServiceType"] == "NodePort"
@@ -144,6 +144,7 @@ def test_not_ready_message_quotes_soperator_conditions():
         ],
     }
     message = not_ready_message(config, status)
+    assert message is not None
     assert message.startswith("SlurmCluster fpt-hpc/fpt-hpc is 'Not available', not Available")
     assert "LoginAvailable=False: Slurm login is not available yet" in message
     assert "ControllersAvailable" not in message
@@ -157,4 +158,4 @@ def test_worker_names_and_scale_down():
     assert removed_worker_nodes(worker_node_names(8), 10) == []
     assert removed_worker_nodes(None, 2) == []
     assert scale_down_warning([]) is None
-    assert "scontrol delete nodeName=worker-8,worker-9" in scale_down_warning(["worker-8", "worker-9"])
+    assert "scontrol delete nodeName=worker-8,worker-9" in str(scale_down_warning(["worker-8", "worker-9"]))
