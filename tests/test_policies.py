@@ -162,7 +162,7 @@ def test_pack_entry_point_is_thin_and_named():
     assert 'name="slurm-platform-guardrails"' in main and "policies=ALL_POLICIES" in main
     assert "def " not in main
     manifest = (ROOT / "policies" / "PulumiPolicy.yaml").read_text()
-    assert "name: python" in manifest and "virtualenv: ../.venv" in manifest
+    assert "name: python" in manifest and "virtualenv: venv" in manifest
 
 
 @pytest.mark.parametrize(
