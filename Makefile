@@ -48,7 +48,7 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/ruff check components policies tests benchmarks __main__.py
 	$(VENV)/bin/ruff format --check components policies tests benchmarks __main__.py
 	$(VENV)/bin/mypy
-	$(ACTIONLINT) -color=never
+	$(ACTIONLINT) -no-color
 
 test: $(STAMP)
 	$(PYTHON) -m pytest -q -rs tests
