@@ -30,6 +30,25 @@ MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
 
 
+# helm.v4.Chart renders a chart like `helm template` and never runs its hooks
+# (nor keeps a Helm release object). What each chart we install uses hooks for,
+# read from the pinned chart sources, and how this program makes up for it.
+HELM_HOOKS: dict[str, str] = {
+    GPU_OPERATOR: "v24.9.2: pre-upgrade Job applying the CRDs (operator.upgradeCRD, off here: the CRDs in the chart's crds/ "
+    "are Pulumi resources, updated with the chart); pre-delete CRD cleanup (operator.cleanupCRD, off by default); NFD's "
+    "post-delete Job pruning node labels (not run: after removing the chart, NFD's labels stay on the nodes)",
+    NETWORK_OPERATOR: "24.10.1: pre-install/pre-upgrade Job applying the CRDs (upgradeCRDs, off here: Pulumi applies crds/); "
+    "pre-install/pre-upgrade keep-ncp Job protecting a NicClusterPolicy a pre-24.10 chart made (not needed: this program "
+    "declares the NicClusterPolicy itself); SR-IOV pre-delete webhook cleanup (SR-IOV is off)",
+    SOPERATOR_CRDS: "1.14.10: no hooks; the CRD is a template, so it is updated with the chart",
+    SOPERATOR: "1.14.10: no hooks",
+    MARIADB_CRDS: "no hooks (26.6.0)",
+    MARIADB_OPERATOR: "0.29.0 and 26.6.0: no hooks; webhook certificates come from its own cert-controller",
+    CERT_MANAGER: "v1.16.2: post-install startupapicheck Job (startupapicheck.enabled, off here: it only polls the webhook; "
+    "Pulumi awaits the webhook Deployment instead)",
+}
+
+
 @dataclass(frozen=True)
 class ChartRelease:
     """One Helm release, as data: what `helm install` would be told."""
@@ -42,6 +61,10 @@ class ChartRelease:
     repo: Optional[str] = None
     depends_on: tuple[str, ...] = ()
     skip_crds: bool = False
+
+
+# startupapicheck is a post-install hook (see HELM_HOOKS).
+CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, Optional[str]]:
@@ -68,6 +91,7 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
     if gpu.driver_version:
         driver["version"] = gpu.driver_version
     values = {
+        "operator": {"upgradeCRD": False},  # a Helm hook (see HELM_HOOKS)
         "driver": driver,
         "toolkit": {"enabled": gpu.toolkit_enabled},
         "devicePlugin": {"enabled": gpu.device_plugin_enabled},
@@ -81,6 +105,7 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
 def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     network = config.operators.network_operator
     values = {
+        "upgradeCRDs": False,  # a Helm hook (see HELM_HOOKS)
         "nfd": {"enabled": network.node_feature_discovery},
         "sriovNetworkOperator": {"enabled": False},
     }
@@ -107,7 +132,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
         releases.append(
-            ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge({"crds": {"enabled": True}}, cm.values), repo=repo)
+            ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo)
         )
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator

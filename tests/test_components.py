@@ -6,7 +6,7 @@ from components.config import parse_config
 from components.ldap import LdapDirectory
 from components.munge import MungeKey
 from components.node_pools import NodePools
-from components.operators import Operators
+from components.operators import HELM_HOOKS, Operators, chart_releases
 from components.storage import Storage
 from components.slurm_cluster import SlurmCluster
 from tests.harness import run_under_mocks, stack_config
@@ -178,6 +178,7 @@ def test_cert_manager_only_on_request():
     raw["operators"]["certManager"] = {"install": True}
     cm = operators_run("prod-hanoi", operators=raw["operators"]).named("operators-cert-manager")
     assert cm.inputs["values"]["crds"] == {"enabled": True} and cm.inputs["version"] == "v1.16.2"
+    assert cm.inputs["values"]["startupapicheck"] == {"enabled": False}
 
 
 def test_nic_cluster_policy_with_rdma_shared_device_plugin():
@@ -375,3 +376,22 @@ def test_a_portal_owned_network_operator_gets_no_nic_cluster_policy():
     assert parse_config(stack_config("dev")).has_rdma
     assert not [r for r in dev.resources if r.custom]
 
+
+
+# --- Helm hooks ------------------------------------------------------------------
+
+
+def test_every_chart_we_can_install_has_its_hooks_accounted_for():
+    raw = stack_config("prod-hanoi")
+    raw["operators"]["certManager"] = {"install": True}
+    raw["operators"]["mariadbOperator"] = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
+    releases = chart_releases(parse_config(raw))
+    assert {r.key for r in releases} == set(HELM_HOOKS)
+
+
+def test_hook_only_features_are_off_because_helm_v4_chart_skips_hooks():
+    charts = {r.name.removeprefix("operators-"): r.inputs for r in operators_run("prod-hanoi").of_type("kubernetes:helm.sh/v4:Chart")}
+    assert charts["gpu-operator"]["values"]["operator"] == {"upgradeCRD": False}
+    assert charts["network-operator"]["values"]["upgradeCRDs"] is False
+    # The CRDs those hook Jobs would apply come from the charts' crds/ as Pulumi resources instead.
+    assert not charts["gpu-operator"]["skipCrds"] and not charts["network-operator"]["skipCrds"]
