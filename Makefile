@@ -50,7 +50,7 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/mypy
 	$(ACTIONLINT) -no-color
 
-test: $(STAMP)
+test: $(STAMP) $(POLICY_STAMP)
 	$(PYTHON) -m pytest -q -rs tests
 
 up: $(STAMP)

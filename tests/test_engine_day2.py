@@ -1,0 +1,70 @@
+"""Day-2 behaviour under the real Pulumi engine, on the render-only `local`
+stack (a workspace of its own, from tests/test_engine.py's fixture): nothing
+is awaited, read or imported without a cluster; outputs say so plainly; a
+munge key rotation is announced at preview with what restarts; the policy pack
+runs from its own virtualenv."""
+
+from __future__ import annotations
+
+import json
+
+from tests.harness import ROOT
+from tests.test_engine import Workspace, set_config, ws  # noqa: F401  (ws is the fixture)
+
+SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+
+
+def test_adoption_on_a_render_only_stack_fails_before_anything_is_registered(ws: Workspace):
+    config_file = ws.project / "Pulumi.local.yaml"
+    original = config_file.read_text()
+    set_config(ws, "storage.jail.adopt", "true")
+    try:
+        result = ws.pulumi("preview", check=False)
+    finally:
+        config_file.write_text(original)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "storage.jail: adoption imports live objects, but kubernetes.renderYamlToDirectory" in output
+    assert "Traceback" not in output
+
+
+def test_render_only_stack_awaits_and_reads_nothing_and_says_so(ws: Workspace):
+    ws.pulumi("up", "--yes", "--skip-preview")
+    (cluster,) = [m for m in ws.rendered() if m["kind"] == "SlurmCluster"]
+    assert "pulumi.com/waitFor" not in (cluster["metadata"].get("annotations") or {})
+    resources = json.loads(ws.pulumi("stack", "export").stdout)["deployment"]["resources"]
+    (state,) = [r for r in resources if r["type"] == SLURM_CLUSTER]
+    assert not state.get("customTimeouts")
+    assert not [r for r in resources if r.get("external")]  # no `.get` of a live object
+    outputs = json.loads(ws.pulumi("stack", "output", "--json").stdout)
+    assert outputs["sshCommand"] == "ssh -p 30022 root@<any-node-ip>"
+    assert outputs.get("slurmPhase") is None and outputs.get("loginEndpoint") is None
+    assert outputs["slurmServices"] == {"controller": "fpt-hpc-controller-svc", "login": "fpt-hpc-login-svc", "ssh": "fpt-hpc-login-svc"}
+    assert outputs["installedCharts"] == {} and outputs["mungeKeyRotation"] == 0
+
+
+def test_munge_key_rotation_preview_shows_the_new_key_and_what_restarts(ws: Workspace):
+    config_file = ws.project / "Pulumi.local.yaml"
+    original = config_file.read_text()
+    set_config(ws, "slurm.mungeKeyRotation", "1")
+    try:
+        result = ws.pulumi("preview", "--json", check=False)
+    finally:
+        config_file.write_text(original)
+    assert result.returncode == 0, result.stderr[-2000:]
+    preview = json.loads(result.stdout)
+    replaced = {s["urn"].split("::")[-1] for s in preview.get("steps", []) if s["op"] in ("replace", "create-replacement")}
+    assert "munge-key" in replaced
+    messages = " ".join(d.get("message", "") for d in preview.get("diagnostics", []))
+    assert "munge key rotation 0 -> 1" in messages
+    assert "kubectl -n fpt-hpc rollout restart statefulset/controller statefulset/worker statefulset/login" in messages
+
+
+def test_the_policy_pack_runs_from_its_own_virtualenv(ws: Workspace):
+    venv = ws.project / "policies" / "venv"
+    if not venv.exists():
+        # PulumiPolicy.yaml names ./venv; `make test` builds the checkout's (`make policy-venv`).
+        venv.symlink_to(ROOT / "policies" / "venv")
+    assert (venv / "bin" / "python").exists()
+    result = ws.pulumi("preview", "--policy-pack", "policies", "--policy-pack-config", "policies/config/local.json", check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
