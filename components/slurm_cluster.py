@@ -15,7 +15,6 @@ import pulumi_kubernetes as k8s
 from pydantic.alias_generators import to_camel
 
 from . import child_opts
-
 from .config import PlatformConfig, PodResources
 from .node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes

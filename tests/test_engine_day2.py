@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 
+import tests.test_engine as engine
 from tests.harness import ROOT
-from tests.test_engine import Workspace, set_config, ws  # noqa: F401  (ws is the fixture)
+from tests.test_engine import Workspace, set_config
+
+ws = engine.ws  # the engine tests' fixture: a workspace of this module's own
 
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
 

@@ -165,7 +165,7 @@ def test_every_deployed_stack_runs_in_its_own_environment(workflow):
 
 @pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
 def test_credentials_are_checked_before_pulumi_runs(workflow):
-    for job, _, stack, _, steps in stack_jobs(workflow):
+    for job, _, _stack, _, steps in stack_jobs(workflow):
         uses = [str(step.get("uses", "")) for step in steps]
         setup = uses.index("./.github/actions/stack-setup")
         assert setup < next(i for i, u in enumerate(uses) if u.startswith("pulumi/actions@")), f"{workflow}:{job}"
@@ -205,7 +205,7 @@ def test_the_setup_action_stops_a_job_with_an_empty_credential(tmp_path):
 
 def test_pull_requests_get_production_credentials_only_through_reviewed_environments():
     runs = stack_jobs("preview.yml")
-    for job, _, stack, environment, _ in runs:
+    for _job, _, stack, environment, _ in runs:
         if stack in PRODUCTION:
             assert environment == f"{stack}-preview", f"PR preview of {stack} must wait for a reviewer ({environment})"
     readme = (ROOT / "README.md").read_text()
