@@ -7,6 +7,12 @@ from typing import Any, Optional
 import pulumi
 
 
+def warn(message: Optional[str]) -> None:
+    """Log a warning (shown by preview and update), if there is one."""
+    if message:
+        pulumi.log.warn(message)
+
+
 def child_opts(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], **extra: Any) -> pulumi.ResourceOptions:
     """Options for a component's child: parented, and waiting for what the component waits for.
 

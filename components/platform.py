@@ -7,6 +7,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from . import warn
 from .config import PlatformConfig
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
@@ -66,7 +67,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     warn_about_removed_workers(config, previous.get_output("workerNodes"))
-    previous.get_output("mungeKeyRotation").apply(lambda before: _warn(rotation_warning(config, before)))
+    previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
 
     return {
         "environment": pulumi.Output.from_input(config.environment),
@@ -88,8 +89,3 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
     }
-
-
-def _warn(message: Optional[str]) -> None:
-    if message:
-        pulumi.log.warn(message)

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic.alias_generators import to_camel
 
-from . import child_opts
+from . import child_opts, warn
 from .config import PlatformConfig, PodResources
 from .node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
@@ -381,13 +381,7 @@ def scale_down_warning(removed: list[str]) -> Optional[str]:
 
 def warn_about_removed_workers(config: PlatformConfig, previous_workers: pulumi.Output[Any]) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
-
-    def warn(previous: Optional[list[str]]) -> None:
-        message = scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))
-        if message:
-            pulumi.log.warn(message)
-
-    previous_workers.apply(warn)
+    previous_workers.apply(lambda previous: warn(scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))))
 
 
 class LiveCustomResource(pulumi.CustomResource):
@@ -426,7 +420,7 @@ class SlurmCluster(pulumi.ComponentResource):
             ),
         )
         status = self.cluster.status.apply(lambda live: dict(live) if live else None)
-        status.apply(lambda live: _warn_if_not_ready(config, live))
+        status.apply(lambda live: warn(not_ready_message(config, live)))
         login_service = self._login_service(name, config, opts)
         address = login_service.apply(lambda live: login_address(config, live))
         self.worker_nodes = pulumi.Output.from_input(worker_node_names(config.slurm.worker.size))
@@ -450,9 +444,13 @@ class SlurmCluster(pulumi.ComponentResource):
         """The live Service users SSH through: ours when restricted, else soperator's (read once the cluster is up)."""
         manifest = restricted_login_service(config)
         if manifest is not None:
-            # Its await waits for the LoadBalancer's address.
+            # Its await needs ready login pods behind it (which exist once the cluster is
+            # Available), then waits for the LoadBalancer's address.
             service = k8s.core.v1.Service(
-                f"{name}-login-ssh", metadata=manifest["metadata"], spec=manifest["spec"], opts=child_opts(self, opts)
+                f"{name}-login-ssh",
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=child_opts(self, opts, depends_on=[self.cluster]),
             )
         elif config.render_only:
             return pulumi.Output.from_input(None)
@@ -473,9 +471,3 @@ def api_names(value: Any) -> Any:
     if isinstance(value, list):
         return [api_names(item) for item in value]
     return value
-
-
-def _warn_if_not_ready(config: PlatformConfig, live: Optional[dict[str, Any]]) -> None:
-    message = not_ready_message(config, live)
-    if message:
-        pulumi.log.warn(message)

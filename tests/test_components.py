@@ -276,8 +276,9 @@ def test_slurm_cluster_component_declares_the_cr_and_restricted_login():
     assert cluster.inputs["metadata"]["name"] == "fpt-hpc" and cluster.inputs["metadata"]["namespace"] == "fpt-hpc"
     assert "status" not in cluster.inputs
     assert cluster.custom_timeouts == {"create": "40m", "update": "40m"}
-    login = run.named("slurm-login-ssh").inputs
-    assert login["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
+    login = run.named("slurm-login-ssh")
+    assert login.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
+    assert cluster.urn in login.dependencies  # its endpoints are the login pods of an Available cluster
     assert not [r for r in run.resources if r.read]
     assert run.outputs == {"ssh": "ssh root@198.51.100.20", "endpoint": "198.51.100.20:22", "phase": "Available"}
 
