@@ -4,11 +4,13 @@ soperator uses an existing secret of that name as is, so the key stays ours
 (and survives a SlurmCluster re-create). It changes only when the config bumps
 `slurm.mungeKeyRotation`: that value is the RandomBytes keeper.
 
-munged reads the key only at start, and soperator 1.14.10 rolls its pods for a
-new key only when something else makes it reconcile (it stamps the Secret's
-resourceVersion into each pod template, but does not watch a Secret it does not
-own). So a rotation is announced at preview with the exact restart step
-(`rotation_warning`), which also starts that reconcile.
+munged reads the key only at start. soperator 1.14.10 stamps the Secret's
+resourceVersion into the pod templates of the controller, worker and login
+StatefulSets and the accounting Deployment, so it rolls them, once each, on its
+next reconcile; but a change to a Secret it does not own triggers none. A
+rotation is therefore announced at preview with exactly what restarts and the
+controlled step: restart the operator (it reconciles at start), and restart the
+exporter, which is not tied to the Secret (`rotation_warning`).
 """
 
 from __future__ import annotations
@@ -30,15 +32,18 @@ def munge_secret_name(cluster_name: str) -> str:
     return f"{cluster_name}-munge"
 
 
-def munge_workloads(config: PlatformConfig) -> list[str]:
-    """soperator 1.14.10's workloads whose pods run munged (names fixed by its naming package)."""
+# soperator 1.14.10's workload names (its naming package: no cluster prefix).
+OPERATOR_ROLLED = ["statefulset/controller", "statefulset/worker", "statefulset/login"]
+# The label its helm-soperator chart puts on the operator's Deployment, whatever the release is called.
+OPERATOR_SELECTOR = "app.kubernetes.io/name=helm-soperator"
+
+
+def munge_workloads(config: PlatformConfig) -> tuple[list[str], list[str]]:
+    """Workloads whose pods run munged: (those soperator rolls for a new key, those it does not)."""
     slurm = config.slurm
-    workloads = ["statefulset/controller", "statefulset/worker", "statefulset/login"]
-    if slurm.accounting.enabled:
-        workloads.append("deployment/accounting")
-    if slurm.exporter.enabled:
-        workloads.append("deployment/exporter")
-    return workloads
+    rolled = OPERATOR_ROLLED + (["deployment/accounting"] if slurm.accounting.enabled else [])
+    not_rolled = ["deployment/exporter"] if slurm.exporter.enabled else []
+    return rolled, not_rolled
 
 
 def rotation_warning(config: PlatformConfig, previous_rotation: Optional[float]) -> Optional[str]:
@@ -50,13 +55,17 @@ def rotation_warning(config: PlatformConfig, previous_rotation: Optional[float])
     if previous_rotation == current:
         return None
     namespace = config.cluster.namespace
-    workloads = " ".join(munge_workloads(config))
+    rolled, not_rolled = munge_workloads(config)
+    steps = [f"kubectl -n {config.operators.soperator.namespace} rollout restart deployment -l {OPERATOR_SELECTOR}"]
+    if not_rolled:
+        steps.append(f"kubectl -n {namespace} rollout restart {' '.join(not_rolled)}")
+    steps.append(f"kubectl -n {namespace} rollout status {' '.join(rolled + not_rolled)}")
     return (
         f"munge key rotation {previous_rotation} -> {current}: Secret {munge_secret_name(config.cluster.name)} gets a new key, "
-        f"which munged reads only at start. These pods must restart: {workloads} (namespace {namespace}); "
-        "until they all have, Slurm daemons with different keys reject each other (plan a maintenance window). "
-        f"After `pulumi up`, run: kubectl -n {namespace} rollout restart {workloads} && "
-        f"kubectl -n {namespace} rollout status {workloads}"
+        f"which munged reads only at start. These pods will restart: {' '.join(rolled + not_rolled)} (namespace {namespace}); "
+        "until all have, Slurm daemons holding different keys reject each other (plan a maintenance window). "
+        f"After `pulumi up`, run: {' && '.join(steps)} "
+        f"(the restarted operator rolls {', '.join(rolled)} once each for the new Secret; it does not tie the exporter to it)"
     )
 
 

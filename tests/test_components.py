@@ -4,7 +4,7 @@ import pytest
 
 from components.config import parse_config
 from components.ldap import LdapDirectory
-from components.munge import MungeKey
+from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
 from components.operators import HELM_HOOKS, Operators, chart_releases
 from components.storage import Storage
@@ -36,6 +36,18 @@ def test_munge_key_is_1024_random_bytes_in_the_cluster_secret():
 def test_munge_rotation_is_a_keeper():
     run = run_under_mocks(lambda: MungeKey("munge", "c", "ns", rotation=3) and None)
     assert only(run, "random:index/randomBytes:RandomBytes").inputs["keepers"] == {"rotation": "3"}
+
+
+def test_rotation_restarts_only_the_munge_carrying_workloads_that_exist():
+    assert munge_workloads(parse_config({})) == (
+        ["statefulset/controller", "statefulset/worker", "statefulset/login", "deployment/accounting"],
+        ["deployment/exporter"],
+    )
+    lean = parse_config({"slurm": {"accounting": {"enabled": False}, "exporter": {"enabled": False}}})
+    assert munge_workloads(lean) == (["statefulset/controller", "statefulset/worker", "statefulset/login"], [])
+    warning = rotation_warning(parse_config({"slurm": {"mungeKeyRotation": 2, "exporter": {"enabled": False}}}), 1.0)
+    assert warning is not None and "munge key rotation 1 -> 2" in warning and "exporter" not in warning
+    assert rotation_warning(parse_config({"slurm": {"mungeKeyRotation": 2}}), 2.0) is None
 
 
 def test_children_are_named_after_and_parented_to_the_component():

@@ -60,7 +60,7 @@ def test_munge_key_rotation_preview_shows_the_new_key_and_what_restarts(ws: Work
     assert "munge-key" in replaced
     messages = " ".join(d.get("message", "") for d in preview.get("diagnostics", []))
     assert "munge key rotation 0 -> 1" in messages
-    assert "kubectl -n fpt-hpc rollout restart statefulset/controller statefulset/worker statefulset/login" in messages
+    assert "kubectl -n soperator-system rollout restart deployment -l app.kubernetes.io/name=helm-soperator" in messages
 
 
 def test_the_policy_pack_runs_from_its_own_virtualenv(ws: Workspace):

@@ -93,9 +93,14 @@ def test_installed_charts_name_chart_version_and_namespace():
 def test_munge_key_rotation_warns_at_preview_with_what_restarts():
     run = run_stack("prod-hanoi", previous_outputs={"mungeKeyRotation": 0}, slurm={**stack_config("prod-hanoi")["slurm"], "mungeKeyRotation": 1})
     (warning,) = [w for w in run.warnings if "munge key rotation" in w]
+    assert warning.startswith("munge key rotation 0 -> 1: Secret fpt-hpc-munge gets a new key")
     workloads = "statefulset/controller statefulset/worker statefulset/login deployment/accounting deployment/exporter"
-    assert f"kubectl -n fpt-hpc rollout restart {workloads}" in warning
-    assert "munge key rotation 0 -> 1" in warning
+    assert f"These pods will restart: {workloads} (namespace fpt-hpc)" in warning
+    assert (
+        "run: kubectl -n soperator-system rollout restart deployment -l app.kubernetes.io/name=helm-soperator"
+        " && kubectl -n fpt-hpc rollout restart deployment/exporter"
+        f" && kubectl -n fpt-hpc rollout status {workloads} "
+    ) in warning
     # Same rotation, or a first deployment: nothing restarts.
     assert not [w for w in run_stack("prod-hanoi", previous_outputs={"mungeKeyRotation": 0}).warnings if "munge" in w]
     assert not [w for w in run_stack("prod-hanoi").warnings if "munge" in w]
