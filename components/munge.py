@@ -65,7 +65,8 @@ def rotation_warning(config: PlatformConfig, previous_rotation: Optional[float])
         f"which munged reads only at start. These pods will restart: {' '.join(rolled + not_rolled)} (namespace {namespace}); "
         "until all have, Slurm daemons holding different keys reject each other (plan a maintenance window). "
         f"After `pulumi up`, run: {' && '.join(steps)} "
-        f"(the restarted operator rolls {', '.join(rolled)} once each for the new Secret; it does not tie the exporter to it)"
+        f"(the restarted operator rolls {', '.join(rolled)} once each for the new Secret"
+        + ("; it does not tie the exporter to it)" if not_rolled else ")")
     )
 
 
