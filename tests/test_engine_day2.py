@@ -7,6 +7,8 @@ runs from its own virtualenv."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import tests.test_engine as engine
 from tests.harness import ROOT
@@ -17,14 +19,21 @@ ws = engine.ws  # the engine tests' fixture: a workspace of this module's own
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
 
 
-def test_adoption_on_a_render_only_stack_fails_before_anything_is_registered(ws: Workspace):
+@contextmanager
+def config_set(ws: Workspace, path: str, value: str) -> Iterator[None]:
+    """`slurm-platform:<path>` set for the duration, the stack file restored after."""
     config_file = ws.project / "Pulumi.local.yaml"
     original = config_file.read_text()
-    set_config(ws, "storage.jail.adopt", "true")
+    set_config(ws, path, value)
     try:
-        result = ws.pulumi("preview", check=False)
+        yield
     finally:
         config_file.write_text(original)
+
+
+def test_adoption_on_a_render_only_stack_fails_before_anything_is_registered(ws: Workspace):
+    with config_set(ws, "storage.jail.adopt", "true"):
+        result = ws.pulumi("preview", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "storage.jail: adoption imports live objects, but kubernetes.renderYamlToDirectory" in output
@@ -47,13 +56,8 @@ def test_render_only_stack_awaits_and_reads_nothing_and_says_so(ws: Workspace):
 
 
 def test_munge_key_rotation_preview_shows_the_new_key_and_what_restarts(ws: Workspace):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.mungeKeyRotation", "1")
-    try:
+    with config_set(ws, "slurm.mungeKeyRotation", "1"):
         result = ws.pulumi("preview", "--json", check=False)
-    finally:
-        config_file.write_text(original)
     assert result.returncode == 0, result.stderr[-2000:]
     preview = json.loads(result.stdout)
     replaced = {s["urn"].split("::")[-1] for s in preview.get("steps", []) if s["op"] in ("replace", "create-replacement")}
