@@ -8,6 +8,7 @@ custom resource, the restricted login Service, and the outputs.
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any, Optional
 
 import pulumi
@@ -395,8 +396,10 @@ class LiveCustomResource(pulumi.CustomResource):
     status: pulumi.Output[Any]
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
-        props = {"apiVersion": manifest["apiVersion"], "kind": manifest["kind"], "metadata": manifest["metadata"]}
-        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, {**props, "spec": manifest["spec"], "status": None}, opts)
+        props = {key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+        # Like the SDK's CustomResource: ask for the provider plugin of the installed SDK.
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=metadata.version("pulumi-kubernetes")))
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, {**props, "status": None}, opts)
 
 
 class SlurmCluster(pulumi.ComponentResource):
