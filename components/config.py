@@ -557,8 +557,8 @@ class PlatformConfig(Model):
     def adopted_objects(self) -> list[str]:
         """Config keys of the objects this stack imports instead of creating."""
         storage = self.storage
-        adopted = [key for key, on in (("storage.jail", storage.jail.adopt), ("storage.controllerSpool", storage.controller_spool.adopt)) if on]
-        adopted += [f"storage.submounts[{i}]" for i, sub in enumerate(storage.submounts) if sub.adopt]
+        adopted = [key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on]
+        adopted += [f"storage.submounts[{i}].adopt" for i, sub in enumerate(storage.submounts) if sub.adopt]
         if self.slurm.adopt_munge_secret:
             adopted.append("slurm.adoptMungeSecret")
         return adopted

@@ -105,7 +105,7 @@ def test_quantities():
 ADOPT_JAIL = {"storage": {"jail": {"adopt": True}}}
 
 INVALID = [
-    ({**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}}, "storage.jail: adoption imports live objects, but kubernetes.renderYamlToDirectory"),
+    ({**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}}, "slurm-platform: storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory"),
     (ADOPT_JAIL, "adopted objects live in an existing namespace; set cluster.createNamespace: false"),
     (
         {"cluster": {"createNamespace": False}, "slurm": {"adoptMungeSecret": True, "mungeKeyRotation": 1}},

@@ -36,7 +36,7 @@ def test_adoption_on_a_render_only_stack_fails_before_anything_is_registered(ws:
         result = ws.pulumi("preview", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "storage.jail: adoption imports live objects, but kubernetes.renderYamlToDirectory" in output
+    assert "storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory" in output
     assert "Traceback" not in output
 
 
