@@ -76,6 +76,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "clusterName": pulumi.Output.from_input(config.cluster.name),
         "workerNodes": slurm.worker_nodes,
         "slurmPhase": slurm.phase,
+        "slurmUnmetConditions": slurm.unmet_conditions,
         "slurmServices": slurm.service_names,
         "loginEndpoint": slurm.login_endpoint,
         "sshCommand": slurm.ssh_command,

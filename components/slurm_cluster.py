@@ -339,16 +339,21 @@ def ssh_command(host: Optional[str], port: int) -> str:
     return f"ssh root@{target}" if port == SSHD_PORT else f"ssh -p {port} root@{target}"
 
 
+def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
+    """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
+    return [
+        f"{c.get('type')}={c.get('status')}: {c.get('message')}"
+        for c in (status or {}).get("conditions") or []
+        if c.get("status") != "True"
+    ]
+
+
 def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
     """soperator's own words when the live cluster is not Available; None when it is (or is not known)."""
     phase = (status or {}).get("phase")
     if not phase or phase == READY_PHASE:
         return None
-    failing = [
-        f"{c.get('type')}={c.get('status')}: {c.get('message')}"
-        for c in (status or {}).get("conditions") or []
-        if c.get("status") != "True"
-    ]
+    failing = unmet_conditions(status)
     return (
         f"SlurmCluster {config.cluster.namespace}/{config.cluster.name} is {phase!r}, not {READY_PHASE}"
         + (f"; {'; '.join(failing)}" if failing else "")
@@ -407,6 +412,7 @@ class SlurmCluster(pulumi.ComponentResource):
     login_endpoint: pulumi.Output[Optional[str]]
     ssh_command: pulumi.Output[str]
     phase: pulumi.Output[Optional[str]]
+    unmet_conditions: pulumi.Output[list]
     service_names: pulumi.Output[dict]
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
@@ -430,6 +436,7 @@ class SlurmCluster(pulumi.ComponentResource):
         self.login_endpoint = address.apply(lambda hp: f"{hp[0]}:{hp[1]}" if hp[0] else None)
         self.ssh_command = address.apply(lambda hp: ssh_command(*hp))
         self.phase = status.apply(lambda live: (live or {}).get("phase"))
+        self.unmet_conditions = status.apply(unmet_conditions)
         self.service_names = pulumi.Output.from_input(service_names(config))
         self.register_outputs(
             {
@@ -437,6 +444,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 "loginEndpoint": self.login_endpoint,
                 "sshCommand": self.ssh_command,
                 "phase": self.phase,
+                "unmetConditions": self.unmet_conditions,
                 "serviceNames": self.service_names,
             }
         )

@@ -320,6 +320,16 @@ def test_a_cluster_that_is_not_available_warns_with_its_conditions():
     assert "WorkersAvailable=False: Slurm workers are not available yet" in warning
 
 
+def test_unmet_conditions_are_an_output():
+    status = {"phase": "Not available", "conditions": [{"type": "LoginAvailable", "status": "Unknown", "message": "Reconciling Slurm Login"}]}
+
+    def program():
+        return {"unmet": SlurmCluster("slurm", parse_config(stack_config("prod-hanoi"))).unmet_conditions}
+
+    assert run_under_mocks(program, live={SLURM_CLUSTER: {"status": status}}).outputs["unmet"] == ["LoginAvailable=Unknown: Reconciling Slurm Login"]
+    assert run_under_mocks(program, live={SLURM_CLUSTER: AVAILABLE}).outputs["unmet"] == []
+
+
 # --- adoption ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ changes. Syntax: GitHub's JSON Schemas (offline) and actionlint (`make lint`).""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -114,7 +115,7 @@ def test_workflows_and_the_setup_action_validate_against_githubs_schemas():
     assert WORKFLOWS and SETUP_ACTION.is_file()
     result = check_jsonschema("vendor.github-workflows", *WORKFLOWS)
     assert result.returncode == 0, result.stdout + result.stderr
-    result = check_jsonschema("vendor.github-actions", SETUP_ACTION)
+    result = check_jsonschema("vendor.github-actions", *sorted((ROOT / ".github" / "actions").glob("*/action.yml")))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -259,6 +260,33 @@ def test_deploys_refresh_first_and_drift_detection_fails_on_changes():
     assert "schedule" in workflow["on"] and "workflow_dispatch" in workflow["on"]
     report = [s for s in workflow["jobs"]["drift"]["steps"] if s.get("name") == "Report the drift"]
     assert report and "failure()" in report[0]["if"]
+
+
+def test_a_deploy_fails_unless_the_slurm_cluster_is_available():
+    for job, matrix, stack, _, steps in stack_jobs("deploy.yml"):
+        (up,) = [i for i, step in enumerate(steps) if step_uses(step, "pulumi/actions@")]
+        check = steps[up + 1]
+        assert check["uses"] == "./.github/actions/slurm-available", job
+        assert resolve(check["with"]["stack"], matrix) == stack
+
+
+def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_path):
+    (step,) = load(ROOT / ".github" / "actions" / "slurm-available" / "action.yml")["runs"]["steps"]
+    fake_pulumi = tmp_path / "pulumi"
+
+    def run(outputs: dict) -> subprocess.CompletedProcess:
+        fake_pulumi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(outputs)}\nEOF\n")
+        fake_pulumi.chmod(0o755)
+        env = {"STACK": "prod-hanoi", "PATH": f"{tmp_path}:/usr/bin:/bin"}
+        return subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True)
+
+    unmet = ["WorkersAvailable=False: Slurm workers are not available yet"]
+    failed = run({"slurmPhase": "Not available", "slurmUnmetConditions": unmet})
+    assert failed.returncode == 1, failed.stderr
+    assert "::error title=SlurmCluster of prod-hanoi is Not available, not Available::" in failed.stdout
+    assert "WorkersAvailable=False: Slurm workers are not available yet" in failed.stdout
+    assert run({"sshCommand": "ssh root@x"}).returncode == 1
+    assert run({"slurmPhase": "Available", "slurmUnmetConditions": []}).returncode == 0
 
 
 def test_pull_requests_preview_with_policies_and_comment():
