@@ -53,6 +53,13 @@ def test_render_only_stack_awaits_and_reads_nothing_and_says_so(ws: Workspace):
     assert outputs.get("slurmPhase") is None and outputs.get("loginEndpoint") is None
     assert outputs["slurmServices"] == {"controller": "fpt-hpc-controller-svc", "login": "fpt-hpc-login-svc", "ssh": "fpt-hpc-login-svc"}
     assert outputs["installedCharts"] == {} and outputs["mungeKeyRotation"] == 0
+    assert outputs["slurmUnmetConditions"] == []
+
+
+def test_pulumi_config_set_keeps_the_stack_files_schema_line(ws: Workspace):
+    with config_set(ws, "slurm.worker.size", "9"):
+        lines = (ws.project / "Pulumi.local.yaml").read_text().splitlines()
+    assert lines[0] == "# yaml-language-server: $schema=./stack.schema.json"
 
 
 def test_munge_key_rotation_preview_shows_the_new_key_and_what_restarts(ws: Workspace):
