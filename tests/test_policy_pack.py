@@ -75,11 +75,7 @@ def test_the_pack_stands_alone_with_its_own_requirements_version_and_virtualenv(
     assert re.fullmatch(r"\d+\.\d+\.\d+", project["version"])
     assert project["runtime"]["name"] == "python"
     assert project["runtime"]["options"]["virtualenv"] == "venv"  # inside the pack, as published
-    pins = dict(
-        line.split("==")
-        for line in (PACK / "requirements.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    )
+    pins = dict(line.split("==") for line in (PACK / "requirements.txt").read_text().splitlines() if line.strip() and not line.startswith("#"))
     assert pins["pulumi-policy"] == metadata.version("pulumi-policy")
     assert pins["pulumi"] == metadata.version("pulumi")
 

@@ -137,9 +137,11 @@ def test_every_secret_and_variable_has_a_name_github_allows():
 
 def test_the_name_check_catches_what_the_old_workflows_did(tmp_path):
     old = tmp_path / "old.yml"
-    old.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo\n"
-                   "        env:\n          K: ${{ secrets[format('KUBECONFIG_{0}', matrix.stack)] }}\n"
-                   "          L: ${{ secrets.KUBECONFIG_prod-hanoi }}\n")
+    old.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo\n"
+        "        env:\n          K: ${{ secrets[format('KUBECONFIG_{0}', matrix.stack)] }}\n"
+        "          L: ${{ secrets.KUBECONFIG_prod-hanoi }}\n"
+    )
     bad = [name for _, name in referenced_names(old) if not VALID_NAME.match(name)]
     assert sorted(bad) == ["<dynamic: format('KUBECONFIG_{0}', matrix.stack)>", "KUBECONFIG_prod-hanoi"]
 
@@ -191,7 +193,12 @@ def test_the_setup_action_fails_on_every_empty_credential():
 def test_the_setup_action_stops_a_job_with_an_empty_credential(tmp_path):
     action = load(SETUP_ACTION)
     (check,) = [step for step in action["runs"]["steps"] if step["name"] == "Fail fast on a missing credential"]
-    env = {key: "x" for key in check["env"]} | {"STACK": "prod-hanoi", "PULUMI_BACKEND_URL": "s3://state", "KUBECONFIG_CONTENT": "", "PATH": "/usr/bin:/bin"}
+    env = {key: "x" for key in check["env"]} | {
+        "STACK": "prod-hanoi",
+        "PULUMI_BACKEND_URL": "s3://state",
+        "KUBECONFIG_CONTENT": "",
+        "PATH": "/usr/bin:/bin",
+    }
     result = subprocess.run(["bash", "-eo", "pipefail", "-c", check["run"]], env=env, capture_output=True, text=True)
     assert result.returncode == 1
     assert "::error title=Stack prod-hanoi is not set up::empty in this job's GitHub Environment: KUBECONFIG_CONTENT" in result.stdout
@@ -297,9 +304,7 @@ def test_pull_requests_preview_with_policies_and_comment():
 
 def test_every_policy_config_a_workflow_names_exists():
     named = 0
-    for workflow, job, matrix, stack, step in (
-        (w, j, m, s, st) for w in ("preview.yml", "deploy.yml") for (j, m, s, _, st) in stack_jobs(w)
-    ):
+    for workflow, job, matrix, stack, step in ((w, j, m, s, st) for w in ("preview.yml", "deploy.yml") for (j, m, s, _, st) in stack_jobs(w)):
         (pulumi_step,) = [s for s in step if step_uses(s, "pulumi/actions@")]
         assert resolve(pulumi_step["with"]["policyPacks"], matrix) == "policies"
         config = resolve(pulumi_step["with"]["policyPackConfigs"], matrix)
