@@ -1,5 +1,7 @@
 """The pure builders of the SlurmCluster spec."""
 
+import re
+
 from components.config import parse_config
 from components.slurm_cluster import (
     WAIT_FOR_ANNOTATION,
@@ -13,6 +15,7 @@ from components.slurm_cluster import (
     ssh_command,
     worker_node_names,
 )
+from tests.contracts import SOPERATOR_CRD, crd_schema
 from tests.harness import stack_config
 
 
@@ -159,3 +162,13 @@ def test_worker_names_and_scale_down():
     assert removed_worker_nodes(None, 2) == []
     assert scale_down_warning([]) is None
     assert "scontrol delete nodeName=worker-8,worker-9" in str(scale_down_warning(["worker-8", "worker-9"]))
+
+
+def test_the_awaited_field_exists_in_soperators_status_schema():
+    annotation = slurm_cluster_manifest(parse_config(stack_config("prod-hanoi")))["metadata"]["annotations"][WAIT_FOR_ANNOTATION]
+    match = re.fullmatch(r"jsonpath=\{\.([a-z.A-Z]+)\}=(\w+)", annotation)
+    assert match is not None, annotation
+    schema = crd_schema(SOPERATOR_CRD)
+    for field in match.group(1).split("."):
+        schema = schema["properties"][field]
+    assert schema["type"] == "string" and match.group(2) == "Available"
