@@ -10,9 +10,11 @@ LOCAL_ENV := PULUMI_BACKEND_URL=file://$(CURDIR)/.pulumi-state \
 	PULUMI_CONFIG_PASSPHRASE=local-throwaway-passphrase \
 	PULUMI_SKIP_UPDATE_CHECK=true
 
-# A normally installed Pulumi (CLI + language hosts on PATH) is used as is;
-# otherwise scripts/install-pulumi.sh builds what the registries serve.
-PULUMI_PATH = $$(command -v pulumi-language-python >/dev/null && dirname "$$(command -v pulumi)" || scripts/install-pulumi.sh)
+# The Pulumi toolchain: scripts/install-pulumi.sh builds it from Go modules once
+# (a normally installed Pulumi is used as is) and prints an env file setting
+# PATH and PULUMI_HOME. The Python language host it builds finds the project's
+# interpreter through PULUMI_PYTHON_CMD.
+PULUMI_ENV = . "$$(scripts/install-pulumi.sh)" && export PULUMI_PYTHON_CMD="$(CURDIR)/$(PYTHON)"
 
 # The policy pack runs in its own virtualenv (policies/PulumiPolicy.yaml: virtualenv: venv),
 # from its own requirements, exactly as `pulumi policy publish` ships it.
@@ -23,7 +25,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv test lint up preview schema benchmark
+.PHONY: venv policy-venv toolchain test lint up preview schema benchmark
 
 venv: $(STAMP)
 
@@ -50,24 +52,30 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/mypy
 	$(ACTIONLINT) -no-color
 
-test: $(STAMP) $(POLICY_STAMP)
-	$(PYTHON) -m pytest -q -rs tests
+toolchain:
+	@scripts/install-pulumi.sh >/dev/null
 
-up: $(STAMP)
+# Everything, the engine tests included: they fail (never skip) without a toolchain.
+test: $(STAMP) $(POLICY_STAMP) toolchain
+	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
+
+up: $(STAMP) toolchain
 	mkdir -p .pulumi-state
-	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" $(LOCAL_ENV) && \
+	$(PULUMI_ENV) && export $(LOCAL_ENV) && \
 	pulumi stack select local --create --secrets-provider passphrase --non-interactive && \
 	pulumi up --stack local --yes --non-interactive
 	@echo "manifests: rendered/0-crd (CRDs) and rendered/1-manifest (everything else)"
 
 # The diff CI posts on a pull request, with the policy pack and the stack's policy config.
-preview: $(STAMP) $(POLICY_STAMP)
-	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" PULUMI_SKIP_UPDATE_CHECK=true && \
-	pulumi preview --diff --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
+preview: $(STAMP) $(POLICY_STAMP) toolchain
+	$(PULUMI_ENV) $(if $(filter local,$(STACK)),&& export $(LOCAL_ENV)) && \
+	pulumi preview --diff --stack $(STACK) --non-interactive \
+		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
 # Writes config.schema.json and stack.schema.json; a failure leaves both as they were.
 schema: $(STAMP)
 	$(PYTHON) -m components.schema
 
-benchmark: $(STAMP)
+benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
