@@ -7,32 +7,17 @@ runs from its own virtualenv."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import tests.test_engine as engine_tests
 from tests.engine import Workspace
-from tests.test_engine import set_config
 
 ws = engine_tests.ws  # the engine tests' fixture: a workspace of this module's own
 
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
 
 
-@contextmanager
-def config_set(ws: Workspace, path: str, value: str) -> Iterator[None]:
-    """`slurm-platform:<path>` set for the duration, the stack file restored after."""
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, path, value)
-    try:
-        yield
-    finally:
-        config_file.write_text(original)
-
-
 def test_adoption_on_a_render_only_stack_fails_before_anything_is_registered(ws: Workspace):
-    with config_set(ws, "storage.jail.adopt", "true"):
+    with ws.config_set("storage.jail.adopt", "true"):
         result = ws.pulumi("preview", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
@@ -58,13 +43,13 @@ def test_render_only_stack_awaits_and_reads_nothing_and_says_so(ws: Workspace):
 
 
 def test_pulumi_config_set_keeps_the_stack_files_schema_line(ws: Workspace):
-    with config_set(ws, "slurm.worker.size", "9"):
+    with ws.config_set("slurm.worker.size", "9"):
         lines = (ws.project / "Pulumi.local.yaml").read_text().splitlines()
     assert lines[0] == "# yaml-language-server: $schema=./stack.schema.json"
 
 
 def test_munge_key_rotation_preview_shows_the_new_key_and_what_restarts(ws: Workspace):
-    with config_set(ws, "slurm.mungeKeyRotation", "1"):
+    with ws.config_set("slurm.mungeKeyRotation", "1"):
         result = ws.pulumi("preview", "--json", check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     preview = json.loads(result.stdout)
