@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal, Mapping, Optional
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     AfterValidator,
@@ -104,9 +105,7 @@ class KubernetesConfig(Model):
     """How the program reaches Kubernetes: a kubeconfig context, or no cluster at all."""
 
     context: Optional[str] = Field(None, description="kubeconfig context to use; the ambient default when unset.")
-    render_yaml_to_directory: Optional[str] = Field(
-        None, description="Write manifests to this directory instead of talking to a cluster."
-    )
+    render_yaml_to_directory: Optional[str] = Field(None, description="Write manifests to this directory instead of talking to a cluster.")
 
 
 # ---------------------------------------------------------------------------
@@ -134,9 +133,7 @@ class KarpenterConfig(Model):
 
 class NodePoolConfig(Model):
     name: DnsLabel
-    selector: dict[str, str] = Field(
-        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
-    )
+    selector: dict[str, str] = Field(..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}.")
     gpu_product: Optional[str] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
     cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
@@ -167,9 +164,7 @@ def _default_pools() -> list[NodePoolConfig]:
             rdma=True,
             taints=[Taint(key="nvidia.com/gpu", effect="NoSchedule")],
         ),
-        NodePoolConfig(
-            name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3
-        ),
+        NodePoolConfig(name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3),
     ]
 
 
@@ -280,7 +275,7 @@ class StorageClassConfig(Model):
     alibaba_nas: Optional[AlibabaNas] = None
 
     @model_validator(mode="after")
-    def _backend_present(self) -> "StorageClassConfig":
+    def _backend_present(self) -> StorageClassConfig:
         if self.kind == "nfs" and self.nfs is None:
             raise ValueError("kind 'nfs' needs the nfs block (server, share)")
         if self.kind == "alibabaNas" and self.alibaba_nas is None:
@@ -335,7 +330,7 @@ class StorageConfig(Model):
     submounts: list[SubmountConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _unique_submounts(self) -> "StorageConfig":
+    def _unique_submounts(self) -> StorageConfig:
         _require_unique([s.name for s in self.submounts], "submount names")
         _require_unique([s.mount_path for s in self.submounts], "submount mountPaths")
         return self
@@ -350,7 +345,7 @@ class LdapTls(Model):
     secret_name: Optional[DnsLabel] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
 
     @model_validator(mode="after")
-    def _secret_when_enabled(self) -> "LdapTls":
+    def _secret_when_enabled(self) -> LdapTls:
         if self.enabled and not self.secret_name:
             raise ValueError("tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with ca.crt)")
         return self
@@ -434,7 +429,7 @@ class LoginConfig(Model):
     munge: PodResources = _res("500m", "500Mi", "5Gi")
 
     @model_validator(mode="after")
-    def _keys_look_like_keys(self) -> "LoginConfig":
+    def _keys_look_like_keys(self) -> LoginConfig:
         for key in self.ssh_root_public_keys:
             if not re.match(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-\S+) [A-Za-z0-9+/=]+( .*)?$", key):
                 raise ValueError(f"sshRootPublicKeys entry {key[:40]!r} is not an OpenSSH public key line")
@@ -460,7 +455,7 @@ class AccountingConfig(Model):
     munge: PodResources = _res("1000m", "1Gi", "5Gi")
 
     @model_validator(mode="after")
-    def _external_block(self) -> "AccountingConfig":
+    def _external_block(self) -> AccountingConfig:
         if self.enabled and self.database == "external" and self.external is None:
             raise ValueError("database 'external' needs the external block (host, passwordSecretName)")
         return self
@@ -484,17 +479,13 @@ class NcclBenchmarkConfig(Model):
 
 class PopulateJailConfig(Model):
     overwrite: bool = Field(False, description="Re-populate (ERASE) the jail on every reconcile of the job.")
-    wipe_existing_jail_intended: bool = Field(
-        False, description="Required with overwrite: true on a static jail: you mean to erase its contents."
-    )
+    wipe_existing_jail_intended: bool = Field(False, description="Required with overwrite: true on a static jail: you mean to erase its contents.")
 
 
 class ReadinessConfig(Model):
     """How `pulumi up` awaits the SlurmCluster (never on a render-only stack: there is no cluster to watch)."""
 
-    await_available: bool = Field(
-        True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor)."
-    )
+    await_available: bool = Field(True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor).")
     timeout_minutes: int = Field(
         40,
         ge=5,
@@ -557,14 +548,16 @@ class PlatformConfig(Model):
     def adopted_objects(self) -> list[str]:
         """Config keys of the objects this stack imports instead of creating."""
         storage = self.storage
-        adopted = [key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on]
+        adopted = [
+            key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on
+        ]
         adopted += [f"storage.submounts[{i}].adopt" for i, sub in enumerate(storage.submounts) if sub.adopt]
         if self.slurm.adopt_munge_secret:
             adopted.append("slurm.adoptMungeSecret")
         return adopted
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "PlatformConfig":
+    def _cross_checks(self) -> PlatformConfig:
         _require_unique([pool.name for pool in self.node_pools], "nodePools names")
         if not self.gpu_pools:
             raise ValueError("nodePools: at least one pool needs gpusPerNode > 0 to host Slurm workers")
@@ -591,12 +584,12 @@ class PlatformConfig(Model):
                 f"slurm.worker.slurmd.gpu is {worker_gpus}, more than any GPU pool has per node "
                 f"({max(pool.gpus_per_node for pool in self.gpu_pools)})"
             )
-        if self.environment == "prod" and self.slurm.login.service_type == "LoadBalancer" and not (
-            self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations
+        if (
+            self.environment == "prod"
+            and self.slurm.login.service_type == "LoadBalancer"
+            and not (self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations)
         ):
-            raise ValueError(
-                "slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry"
-            )
+            raise ValueError("slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry")
         self._check_adoption()
         return self
 
@@ -657,7 +650,8 @@ def parse_config(raw: Mapping[str, Any]) -> PlatformConfig:
         return PlatformConfig.model_validate(dict(raw))
     except ValidationError as error:
         lines = [_describe(e) for e in error.errors(include_url=False)]
-        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
+        # The listed problems are the whole story; pydantic's traceback would only repeat them.
+        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines)) from None
 
 
 def raw_config_from_pulumi() -> dict[str, Any]:

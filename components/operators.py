@@ -17,7 +17,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import child_opts
-
 from .config import NodePoolConfig, PlatformConfig
 
 # Release keys, also the suffix of each Chart resource's name.
@@ -131,9 +130,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     if ops.cert_manager.install:
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
-        releases.append(
-            ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo)
-        )
+        releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo))
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator
         chart, repo = chart_source(gpu.repository, "gpu-operator")
@@ -152,9 +149,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
             operator_values = deep_merge({"crds": {"enabled": False}}, maria.values)
             mariadb_keys += (MARIADB_CRDS,)
         chart, repo = chart_source(maria.repository, "mariadb-operator")
-        releases.append(
-            ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys)
-        )
+        releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys))
         mariadb_keys += (MARIADB_OPERATOR,)
     if ops.soperator.install:
         sop = ops.soperator
@@ -163,7 +158,12 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         chart, repo = chart_source(sop.repository, "helm-soperator")
         releases.append(
             ChartRelease(
-                SOPERATOR, chart, sop.version, sop.namespace, soperator_values(config), repo=repo,
+                SOPERATOR,
+                chart,
+                sop.version,
+                sop.namespace,
+                soperator_values(config),
+                repo=repo,
                 # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
                 skip_crds=True,
                 # It watches MariaDB CRs from start-up when told they exist.
@@ -200,10 +200,7 @@ def nic_cluster_policy(config: PlatformConfig) -> Optional[dict[str, Any]]:
     if net.rdma_if_names:
         selectors["ifNames"] = list(net.rdma_if_names)
     plugin_config = {"configList": [{"resourceName": net.rdma_resource_name, "rdmaHcaMax": net.rdma_hca_max, "selectors": selectors}]}
-    node_terms = [
-        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]}
-        for pool in pools
-    ]
+    node_terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]} for pool in pools]
     repository, image = net.rdma_shared_device_plugin_image.rsplit("/", 1)
     spec = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}},

@@ -60,9 +60,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     slurm = SlurmCluster(
         "slurm",
         config,
-        opts=pulumi.ResourceOptions.merge(
-            in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])
-        ),
+        opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])),
     )
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")

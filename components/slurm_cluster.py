@@ -55,18 +55,12 @@ def munge_container(config: PlatformConfig, pod: PodResources) -> dict[str, Any]
 
 
 def volume_sources(config: PlatformConfig) -> list[dict[str, Any]]:
-    return [
-        {"name": v.source_name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": False}}
-        for v in data_volumes(config)
-    ]
+    return [{"name": v.source_name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": False}} for v in data_volumes(config)]
 
 
 def jail_sub_mounts(config: PlatformConfig) -> list[dict[str, Any]]:
     """Identical on login and worker nodes: the same path everywhere is what makes a submount shared."""
-    return [
-        {"name": sub.mount_name or sub.name, "mountPath": sub.mount_path, "volumeSourceName": sub.name}
-        for sub in config.storage.submounts
-    ]
+    return [{"name": sub.mount_name or sub.name, "mountPath": sub.mount_path, "volumeSourceName": sub.name} for sub in config.storage.submounts]
 
 
 def uses_infiniband(config: PlatformConfig) -> bool:
@@ -265,7 +259,6 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
 # --- login exposure ---------------------------------------------------------
 
 
-
 def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
     """Labels soperator puts on login pods (used by our restricted SSH Service)."""
     return {"app.kubernetes.io/component": "login", "app.kubernetes.io/instance": config.cluster.name}
@@ -341,11 +334,7 @@ def ssh_command(host: Optional[str], port: int) -> str:
 
 def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
     """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
-    return [
-        f"{c.get('type')}={c.get('status')}: {c.get('message')}"
-        for c in (status or {}).get("conditions") or []
-        if c.get("status") != "True"
-    ]
+    return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]
 
 
 def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
@@ -449,9 +438,7 @@ class SlurmCluster(pulumi.ComponentResource):
             }
         )
 
-    def _login_service(
-        self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions]
-    ) -> pulumi.Output[Optional[dict[str, Any]]]:
+    def _login_service(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Output[Optional[dict[str, Any]]]:
         """The live Service users SSH through: ours when restricted, else soperator's (read once the cluster is up)."""
         manifest = restricted_login_service(config)
         if manifest is not None:

@@ -15,7 +15,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import child_opts
-
 from .config import PlatformConfig, StaticNfsVolume, StorageClassConfig
 
 JAIL_CLAIM = "jail-pvc"

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pulumi
 import yaml
@@ -159,9 +160,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
 def _secret_keys(struct) -> list[str]:
     """Top-level input keys whose value holds a Pulumi secret (as sent to the engine)."""
-    return sorted(
-        key for key, value in struct.fields.items() if rpc._special_secret_sig in json_format.MessageToJson(value)
-    )
+    return sorted(key for key, value in struct.fields.items() if rpc._special_secret_sig in json_format.MessageToJson(value))
 
 
 class _WarningCollector(logging.Handler):
@@ -189,9 +188,7 @@ def run_under_mocks(
     logger.propagate = False
     logger.addHandler(_WarningCollector(run))
     mocks = RecordingMocks(previous_outputs, live)
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run)
-    )
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run))
     pulumi.runtime.set_all_config({f"{PROJECT}:{k}": json.dumps(v) if not isinstance(v, str) else v for k, v in (config or {}).items()})
 
     @pulumi.runtime.test
@@ -206,11 +203,7 @@ def run_under_mocks(
 def stack_config(stack: str) -> dict[str, Any]:
     """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
     document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return {
-        key.split(":", 1)[1]: value
-        for key, value in (document.get("config") or {}).items()
-        if key.startswith(f"{PROJECT}:")
-    }
+    return {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
 
 
 def example_stacks() -> list[str]:

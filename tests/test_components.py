@@ -9,8 +9,8 @@ from components.ldap import LdapDirectory
 from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
 from components.operators import HELM_HOOKS, Operators, chart_releases
-from components.storage import Storage
 from components.slurm_cluster import SlurmCluster
+from components.storage import Storage
 from tests.harness import run_under_mocks, stack_config
 
 
@@ -164,7 +164,9 @@ def test_operators_charts_are_pinned_with_repos():
     assert charts["soperator"]["values"]["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
     maria = charts["mariadb-operator"]
     assert (maria["chart"], maria["version"], maria["repositoryOpts"]["repo"]) == (
-        "mariadb-operator", "0.29.0", "https://helm.mariadb.com/mariadb-operator"
+        "mariadb-operator",
+        "0.29.0",
+        "https://helm.mariadb.com/mariadb-operator",
     )
     assert all(chart["version"] for chart in charts.values())
     assert run.outputs["versions"]["gpu-operator"] == "v24.9.2"
@@ -173,7 +175,10 @@ def test_operators_charts_are_pinned_with_repos():
 def test_operator_order_crds_first():
     run = operators_run("prod-hanoi")
     charts = {r.name: r for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
-    depends = lambda name: {run.by_urn(u).name for u in charts[name].dependencies}
+
+    def depends(name):
+        return {run.by_urn(u).name for u in charts[name].dependencies}
+
     assert {"operators-soperator-crds", "operators-mariadb-operator"} <= depends("operators-soperator")
     assert not depends("operators-gpu-operator") & set(charts)
 
@@ -301,7 +306,13 @@ def test_slurm_cluster_component_declares_the_cr_and_restricted_login():
 
 def test_operator_login_service_is_read_after_the_cluster():
     config = parse_config(stack_config("prod-hangzhou"))
-    live = {SLURM_CLUSTER: AVAILABLE, SERVICE: {"spec": {"type": "LoadBalancer", "ports": [{"port": 22}]}, "status": {"loadBalancer": {"ingress": [{"hostname": "slb.example.cn"}]}}}}
+    live = {
+        SLURM_CLUSTER: AVAILABLE,
+        SERVICE: {
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 22}]},
+            "status": {"loadBalancer": {"ingress": [{"hostname": "slb.example.cn"}]}},
+        },
+    }
     run = slurm_run(config, live)
     (read,) = [r for r in run.resources if r.read]
     assert read.type == SERVICE and read.import_id == "slurm/ack-hpc-login-svc"
@@ -318,7 +329,10 @@ def test_render_only_stack_reads_and_awaits_nothing():
 
 def test_a_cluster_that_is_not_available_warns_with_its_conditions():
     config = parse_config(stack_config("prod-hanoi"))
-    status = {"phase": "Not available", "conditions": [{"type": "WorkersAvailable", "status": "False", "message": "Slurm workers are not available yet"}]}
+    status = {
+        "phase": "Not available",
+        "conditions": [{"type": "WorkersAvailable", "status": "False", "message": "Slurm workers are not available yet"}],
+    }
     run = slurm_run(config, {SLURM_CLUSTER: {"status": status}})
     (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
     assert "WorkersAvailable=False: Slurm workers are not available yet" in warning
@@ -402,7 +416,6 @@ def test_a_portal_owned_network_operator_gets_no_nic_cluster_policy():
     dev = operators_run("dev")
     assert parse_config(stack_config("dev")).has_rdma
     assert not [r for r in dev.resources if r.custom]
-
 
 
 # --- Helm hooks ------------------------------------------------------------------

@@ -105,14 +105,20 @@ def test_quantities():
 ADOPT_JAIL = {"storage": {"jail": {"adopt": True}}}
 
 INVALID = [
-    ({**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}}, "slurm-platform: storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory"),
+    (
+        {**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}},
+        "slurm-platform: storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory",
+    ),
     (ADOPT_JAIL, "adopted objects live in an existing namespace; set cluster.createNamespace: false"),
     (
         {"cluster": {"createNamespace": False}, "slurm": {"adoptMungeSecret": True, "mungeKeyRotation": 1}},
         "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it",
     ),
     ({"slurm": {"readiness": {"timeoutMinutes": 1}}}, "slurm-platform:slurm.readiness.timeoutMinutes: Input should be greater than or equal to 5"),
-    ({"storage": {"jail": {"size": "20Gi"}}}, "slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got \"20Gi\""),
+    (
+        {"storage": {"jail": {"size": "20Gi"}}},
+        'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"',
+    ),
     ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be a Kubernetes quantity"),
     ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: must be a DNS-1123 label"),
     ({"slurm": {"worker": {"size": -1}}}, "slurm-platform:slurm.worker.size: Input should be greater than or equal to 0"),
@@ -142,7 +148,10 @@ INVALID = [
         {"storage": {"submounts": [{"name": "data", "mountPath": "/a"}, {"name": "data", "mountPath": "/b"}]}},
         "submount names must be unique; repeated: data",
     ),
-    ({"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}}, "slurm-platform:storage.submounts[0].mountPath: String should match pattern"),
+    (
+        {"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}},
+        "slurm-platform:storage.submounts[0].mountPath: String should match pattern",
+    ),
     (
         {
             "storage": {"jail": {"staticNfs": {"server": "10.0.0.5", "path": "/jail"}}},
@@ -209,7 +218,7 @@ def test_config_is_read_from_the_stack(monkeypatch):
     )
     with pytest.raises(ConfigError) as caught:
         load_config()
-    assert 'slurm-platform:region: String should match pattern' in str(caught.value)
+    assert "slurm-platform:region: String should match pattern" in str(caught.value)
     runtime_config.set_all_config({"slurm-platform:environment": "staging", "slurm-platform:storage": '{"jail": {"size": "200Gi"}}'})
     config = load_config()
     assert config.environment == "staging" and config.storage.jail.size == "200Gi"

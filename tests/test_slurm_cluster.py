@@ -44,7 +44,9 @@ def test_fpt_shape_of_the_default_cluster():
     assert worker["volumes"]["sharedMemorySize"] == "64Gi"
     login = nodes["login"]
     assert login["size"] == 2 and login["sshdServiceType"] == "NodePort" and login["sshdServiceNodePort"] == 30022
-    assert nodes["accounting"]["enabled"] and nodes["accounting"]["mariadbOperator"]["storage"]["volumeClaimTemplate"]["storageClassName"] == "xplat-nfs"
+    assert (
+        nodes["accounting"]["enabled"] and nodes["accounting"]["mariadbOperator"]["storage"]["volumeClaimTemplate"]["storageClassName"] == "xplat-nfs"
+    )
     assert nodes["exporter"]["enabled"]
     assert [f["name"] for f in s["k8sNodeFilters"]] == ["gpu", "no-gpu"]
 
@@ -96,9 +98,10 @@ def test_login_exposure():
     # soperator's own login Service must not be a public LoadBalancer then
     assert slurm_cluster_manifest(hanoi)["spec"]["slurmNodes"]["login"]["sshdServiceType"] == "NodePort"
     assert restricted_login_service(parse_config({})) is None
-    assert spec(slurm={"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}})["slurmNodes"]["login"][
-        "sshdServiceLoadBalancerIP"
-    ] == "203.0.113.7"
+    assert (
+        spec(slurm={"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}})["slurmNodes"]["login"]["sshdServiceLoadBalancerIP"]
+        == "203.0.113.7"
+    )
 
 
 def lb_service(port=22, **ingress):
