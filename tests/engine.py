@@ -9,6 +9,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -68,6 +70,17 @@ class Workspace:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
 
+    @contextmanager
+    def config_set(self, path: str, value: str, stack: str = "local") -> Iterator[None]:
+        """`pulumi config set --path slurm-platform:<path> <value>` for the duration of the block."""
+        config_file = self.project / f"Pulumi.{stack}.yaml"
+        original = config_file.read_text()
+        self.pulumi("config", "set", "--path", f"slurm-platform:{path}", value, stack=stack)
+        try:
+            yield
+        finally:
+            config_file.write_text(original)
+
     def preview_steps(self, stack: str = "local") -> list[dict]:
         result = self.pulumi("preview", "--json", stack=stack)
         return json.loads(result.stdout).get("steps", [])
@@ -85,15 +98,17 @@ class Workspace:
 def new_workspace(root: Path, stack: str = "local") -> Workspace:
     """A copy of the project in `root` with its own file backend and an initialised stack."""
     workspace = Workspace(root)
-    workspace.project.mkdir()
+    workspace.project.mkdir(parents=True)
     for name in PROJECT_FILES:
         source = ROOT / name
         target = workspace.project / name
         if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "venv"))
         else:
             shutil.copy(source, target)
     (workspace.project / ".venv").symlink_to(ROOT / ".venv")
+    # The policy pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), built by `make policy-venv`.
+    (workspace.project / "policies" / "venv").symlink_to(ROOT / "policies" / "venv")
     workspace.state.mkdir()
     workspace.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
     return workspace

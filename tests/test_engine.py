@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -32,18 +33,9 @@ def ws(tmp_path_factory):
         pytest.fail(str(error))
 
 
-def set_config(ws: Workspace, path: str, value: str, stack: str = "local") -> None:
-    ws.pulumi("config", "set", "--path", f"slurm-platform:{path}", value, stack=stack)
-
-
 def test_invalid_config_fails_preview_and_writes_nothing(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "storage.jail.size", "20Gi")
-    try:
+    with ws.config_set("storage.jail.size", "20Gi"):
         result = ws.pulumi("preview", check=False)
-    finally:
-        config_file.write_text(original)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert 'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"' in output
@@ -82,11 +74,7 @@ def plaintext(value):
 def generated_secrets(ws: Workspace) -> dict[str, str]:
     """Every RandomPassword's value in the state, by resource name."""
     exported = json.loads(ws.pulumi("stack", "export", "--show-secrets").stdout)
-    return {
-        r["urn"].split("::")[-1]: plaintext(r["outputs"]["result"])
-        for r in exported["deployment"]["resources"]
-        if r["type"] == RANDOM_PASSWORD
-    }
+    return {r["urn"].split("::")[-1]: plaintext(r["outputs"]["result"]) for r in exported["deployment"]["resources"] if r["type"] == RANDOM_PASSWORD}
 
 
 def test_generated_secrets_are_never_plaintext_nor_ids(ws):
@@ -107,13 +95,8 @@ def test_generated_secrets_are_stable_and_rotate_on_request(ws):
     before = generated_secrets(ws)
     ws.pulumi("up", "--yes", "--skip-preview")
     assert generated_secrets(ws) == before
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.mungeKeyRotation", "1")
-    try:
+    with ws.config_set("slurm.mungeKeyRotation", "1"):
         steps = ws.preview_steps()
-    finally:
-        config_file.write_text(original)
     changed = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
     # The Secret's new data is unknown until the key exists, so the provider may plan a replace of it.
     assert changed.get("munge-key") == "replace" and changed.get("munge-secret") in ("update", "replace"), changed
@@ -121,25 +104,15 @@ def test_generated_secrets_are_stable_and_rotate_on_request(ws):
 
 
 def test_worker_scale_up_is_one_in_place_update(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.worker.size", "10")
-    try:
+    with ws.config_set("slurm.worker.size", "10"):
         steps = ws.preview_steps()
-    finally:
-        config_file.write_text(original)
     changed = [(s["op"], s["urn"].split("::")[-2].split("$")[-1]) for s in steps if s["op"] not in ("same", "read")]
     assert changed == [("update", SLURM_CLUSTER)], changed
 
 
 def test_worker_scale_down_warns_with_scontrol_command(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.worker.size", "6")
-    try:
+    with ws.config_set("slurm.worker.size", "6"):
         result = ws.pulumi("preview")
-    finally:
-        config_file.write_text(original)
     assert "scontrol delete nodeName=worker-6,worker-7" in result.stdout + result.stderr
 
 
@@ -178,7 +151,7 @@ def test_renaming_the_storage_component_keeps_the_volumes(ws):
     assert not [s for s in steps if s["op"] in ("delete", "replace", "create-replacement", "delete-replaced")]
 
 
-def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: list[Path] = ()) -> None:
+def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: Sequence[Path] = ()) -> None:
     chart = directory / name
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version.lstrip("v")}))
@@ -192,7 +165,12 @@ def write_chart(directory: Path, name: str, version: str, objects: list[dict], c
 
 def config_map(name: str) -> dict:
     # `.Release.Namespace` proves the chart is rendered into the namespace we asked for.
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"}, "data": {"values": "{{ toJson .Values | b64enc }}"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"},
+        "data": {"values": "{{ toJson .Values | b64enc }}"},
+    }
 
 
 def test_chart_wiring_with_local_chart_fixtures(ws):
@@ -206,8 +184,7 @@ def test_chart_wiring_with_local_chart_fixtures(ws):
     config = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())
     config["config"]["slurm-platform:kubernetes"] = {"renderYamlToDirectory": "rendered-charts"}
     config["config"]["slurm-platform:operators"] = {
-        key: {"install": True, "repository": str(charts)}
-        for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")
+        key: {"install": True, "repository": str(charts)} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")
     }
     stack_file.write_text(yaml.safe_dump(config))
     ws.pulumi("stack", "init", "charts", "--secrets-provider", "passphrase", stack=None)
@@ -238,7 +215,7 @@ def test_policy_pack_passes_the_local_stack_and_fails_a_violation(ws):
     ws.pulumi("preview", *pack)
     tiny_quota = ws.root / "tiny-quota.json"
     settings = json.loads((ws.project / "policies" / "config" / "local.json").read_text())
-    for name, value in settings.items():
+    for value in settings.values():
         if isinstance(value, dict) and "quotas" in value:
             value["quotas"] = {region: {key: 1 for key in quota} for region, quota in value["quotas"].items()}
             value["enforcementLevel"] = "mandatory"

@@ -62,10 +62,13 @@ def claim_names(cluster: LocalCluster) -> list[str]:
 def test_kwok_nodes_carry_the_pools_labels_taints_and_allocatable(ws, cluster):
     gpu = cluster.get("node", "kwok-gpu-0")
     assert gpu["metadata"]["labels"]["worker.fptcloud/pool"] == "gpu"
-    assert gpu["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    # The node lifecycle controller may still hold its own node.kubernetes.io/* taint for a moment.
+    pool_taints = [t for t in gpu["spec"]["taints"] if not t["key"].startswith("node.kubernetes.io/")]
+    assert pool_taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     assert gpu["status"]["allocatable"]["nvidia.com/gpu"] == "8" and gpu["status"]["allocatable"]["cpu"] == "112"
     system = cluster.get("node", "kwok-system-1")
-    assert system["metadata"]["labels"]["worker.fptcloud/pool"] == "system" and "taints" not in system["spec"]
+    assert system["metadata"]["labels"]["worker.fptcloud/pool"] == "system"
+    assert not [t for t in system["spec"].get("taints", []) if not t["key"].startswith("node.kubernetes.io/")]
 
 
 def test_up_deploys_and_the_operators_part_completes(ws, cluster):
