@@ -156,9 +156,9 @@ def controller_node(config: PlatformConfig) -> dict[str, Any]:
 def worker_node(config: PlatformConfig) -> dict[str, Any]:
     worker = config.slurm.worker
     slurmd = {**resources(worker.slurmd), "nvidia.com/gpu": str(worker.slurmd.gpu)}
-    if worker.slurmd.rdma:
+    if config.worker_rdma:
         # The resource the NicClusterPolicy's RDMA shared device plugin advertises.
-        slurmd[f"rdma/{config.operators.network_operator.rdma_resource_name}"] = str(worker.slurmd.rdma)
+        slurmd[f"rdma/{config.operators.network_operator.rdma_resource_name}"] = str(config.worker_rdma)
     return {
         "size": worker.size,
         "k8sNodeFilterName": GPU_FILTER,
@@ -201,7 +201,7 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
     if node["sshdServiceType"] == "NodePort":
         node["sshdServiceNodePort"] = login.node_port
     else:
-        node["sshdServiceLoadBalancerIP"] = login.load_balancer_ip
+        node["sshdServiceLoadBalancerIP"] = login.load_balancer_ip or ""
     return node
 
 
