@@ -7,10 +7,10 @@ and lists), so every helper here tests for the abstract types.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Iterable, Iterator, Optional
 
+import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 from pulumi_policy import PolicyResource, StackValidationArgs
 
 # --- resource types, as the engine names them --------------------------------
@@ -114,32 +114,13 @@ def violation(problem: str, fix: str) -> str:
 
 # --- quantities ---------------------------------------------------------------------
 
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE](?P<exponent>[+-]?[0-9]+))?$"
-)
-_SUFFIX = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-}
-
 
 def quantity(value: Any) -> float:
     """A Kubernetes resource quantity ("100Gi", "110000m", "1.5", "8", 8, "1e3") as a number.
 
-    Raises ValueError for anything else.
+    The same parser as the stack config (kube_rules); raises ValueError for anything else.
     """
-    if isinstance(value, bool):
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    number = float(match.group("number"))
-    if match.group("exponent") is not None:
-        return number * 10 ** int(match.group("exponent"))
-    return number * _SUFFIX.get(match.group("suffix") or "", 1)
+    return float(kube_rules.parse_quantity(value))
 
 
 def maybe_quantity(value: Any) -> Optional[float]:
