@@ -733,8 +733,14 @@ def config_map(data, name="cm"):
 
 
 def test_secrets_accept_our_ldap_client_config(hanoi):
-    data = {"nslcd.conf": nslcd_conf(hanoi.ldap, "fpt-hpc"), "ldap.conf": "BASE dc=x\n"}
-    assert check("no-secrets-in-plain-config", config_map(data)) == []
+    assert check("no-secrets-in-plain-config", config_map({"ldap.conf": "BASE dc=x\n"})) == []
+
+
+def test_secrets_reject_nslcd_conf_in_a_config_map(hanoi):
+    one(
+        check("no-secrets-in-plain-config", config_map({"nslcd.conf": nslcd_conf(hanoi.ldap, "fpt-hpc", "hunter2")})),
+        "the value of data key 'nslcd.conf' contains secret material (matches '\\bbindpw\\b')",
+    )
 
 
 @pytest.mark.parametrize("key", ["munge.key", "LDAP_ADMIN_PASSWORD", "api-token", "tls-private-key", "db_passwd"])
