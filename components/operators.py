@@ -148,6 +148,13 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     return releases
 
 
+def operator_namespaces(config: PlatformConfig, releases: list[ChartRelease]) -> list[str]:
+    """The namespaces to declare for the releases, each once, and never the Slurm
+    cluster's: the platform declares that one, protected, because deleting it
+    would delete the data volumes inside."""
+    return list(dict.fromkeys(r.namespace for r in releases if r.namespace != config.cluster.namespace))
+
+
 def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
     return [pool for pool in pools if pool.rdma]
 
@@ -196,23 +203,24 @@ class Operators(pulumi.ComponentResource):
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
         self.charts = {}
-        namespaces: dict[str, k8s.core.v1.Namespace] = {}
         releases = chart_releases(config)
+        namespaces = {
+            namespace: k8s.core.v1.Namespace(
+                f"{name}-{namespace}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace), opts=child_opts(self, opts)
+            )
+            for namespace in operator_namespaces(config, releases)
+        }
         for release in releases:
-            if release.namespace not in namespaces:
-                namespaces[release.namespace] = k8s.core.v1.Namespace(
-                    f"{name}-{release.namespace}-ns",
-                    metadata=k8s.meta.v1.ObjectMetaArgs(name=release.namespace),
-                    opts=child_opts(self, opts),
-                )
-            waits_for = [namespaces[release.namespace], *(self.charts[key] for key in release.depends_on)]
+            own_namespace = [namespaces[release.namespace]] if release.namespace in namespaces else []
+            waits_for = [*own_namespace, *(self.charts[key] for key in release.depends_on)]
             self.charts[release.key] = k8s.helm.v4.Chart(
                 f"{name}-{release.key}",
                 chart=release.chart,
                 version=release.version,
                 namespace=release.namespace,
                 name=release.key,
-                values=release.values,
+                # User values may carry credentials: secret when the operators key is.
+                values=config.secret_if("operators", release.values),
                 skip_crds=release.skip_crds,
                 repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=release.repo) if release.repo else None,
                 opts=child_opts(self, opts, depends_on=waits_for),

@@ -39,13 +39,15 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             k8s.core.v1.Namespace(
                 "slurm-namespace",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace),
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=config.environment == "prod")),
+                # It holds the data volumes: deleting it would delete them, whatever protects the claims.
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=True, retain_on_delete=True)),
             )
         )
     in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
 
     pools = NodePools("node-pools", config.node_pools, opts=opts)
-    operators = Operators("operators", config, opts=opts)
+    # Operators may share the cluster's namespace; they never declare it themselves.
+    operators = Operators("operators", config, opts=in_namespace)
     storage = Storage("storage", config, opts=in_namespace)
     munge = MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
     ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None

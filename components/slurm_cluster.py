@@ -359,7 +359,7 @@ class SlurmCluster(pulumi.ComponentResource):
             api_version=manifest["apiVersion"],
             kind=manifest["kind"],
             metadata=manifest["metadata"],
-            spec=manifest["spec"],
+            spec=config.secret_if("slurm", manifest["spec"]),
             opts=child_opts(self, opts),
         )
         service = restricted_login_service(config)
