@@ -144,3 +144,133 @@ def test_data_protection_reports_both_problems_of_one_volume():
 def test_claims_outside_the_data_pattern_are_not_judged():
     pv = {"metadata": {"name": "other"}, "spec": {"claimRef": {"name": "scratch"}, "persistentVolumeReclaimPolicy": "Delete"}}
     assert check("protect-slurm-data-volumes", resource(PV, copy.deepcopy(pv))) == []
+
+
+# --- shared helpers of the pack ------------------------------------------------------------------
+
+from slurm_policies.common import display, fmt_number, get, name_of  # noqa: E402
+from slurm_policies.quota import Pool, PodShape, container_shape, count, gpu_pools, node_enabled, requests_of, storage_gi  # noqa: E402
+from slurm_policies.volumes import same_namespace  # noqa: E402
+
+
+def test_get_walks_maps_and_lists_and_stops_at_the_first_missing_step():
+    value = {"a": [{"b": 1}, {"b": 2}], "n": None}
+    assert get(value, "a", 0, "b") == 1 and get(value, "a", -1, "b") == 2
+    assert get(value, "a", 2, "b", default="x") == "x" and get(value, "a", -3, default="x") == "x"
+    assert get(value, "a", "b", default="x") == "x" and get(value, "n", 0, default="x") == "x"
+    assert get(value, "n", default="x") == "x" and get(value, "missing") is None
+    assert get("text", 0, default="x") == "x"
+
+
+@pytest.mark.parametrize("number,text", [(2.0, "2"), (1357.4, "1357.4"), (18.97656, "18.98"), (0.5, "0.5"), (3, "3")])
+def test_fmt_number(number, text):
+    assert fmt_number(number) == text
+
+
+def test_names_of_unnamed_objects_fall_back():
+    assert name_of({}) == "" and display({}, "pulumi-name") == "pulumi-name"
+    assert display({"metadata": {"name": "x", "namespace": "ns"}}, "p") == "ns/x"
+    assert display({"metadata": {"name": "x"}}, "p") == "x"
+
+
+@pytest.mark.parametrize("a,b,same", [(None, "a", True), ("a", None, True), (None, None, True), ("a", "a", True), ("a", "b", False)])
+def test_unset_namespaces_match_anything(a, b, same):
+    assert same_namespace(a, b) is same
+
+
+def test_pool_fit_is_inclusive_at_the_boundary():
+    pool = Pool("gpu", cpu=112, memory_gi=1250, gpus=8, nodes=2)
+    assert pool.fits(PodShape(cpu=112, memory_gi=1250, gpus=8))
+    assert not pool.fits(PodShape(cpu=112.01, memory_gi=1, gpus=0))
+    assert not pool.fits(PodShape(cpu=1, memory_gi=1250.01, gpus=0))
+    assert not pool.fits(PodShape(cpu=1, memory_gi=1, gpus=9))
+
+
+def test_pool_config_defaults_and_gpu_filter():
+    pools = gpu_pools({"nodePools": {"gpu": {"gpus": 8}, "one": {"gpus": 1, "cpu": 4, "memoryGi": 8, "nodes": 1}, "cpu": {"cpu": 16}}})
+    assert [(p.name, p.cpu, p.memory_gi, p.gpus, p.nodes) for p in pools] == [("gpu", 0.0, 0.0, 8.0, 0), ("one", 4.0, 8.0, 1.0, 1)]
+
+
+def test_resource_arithmetic_defaults():
+    assert requests_of({"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "1"}}) == {"cpu": "1", "memory": "1Gi"}
+    assert requests_of({"requests": {"cpu": "1"}}) == {"cpu": "1"} and requests_of({"limits": {"cpu": "2"}}) == {"cpu": "2"}
+    assert requests_of("x") == {}
+    assert count(None) == 1 and count("3") == 3 and count("x", default=5) == 5
+    assert storage_gi({}) == 0 and storage_gi({"resources": {"requests": {"storage": "2Gi"}}}) == 2
+    assert node_enabled("worker", {}) and not node_enabled("exporter", {}) and node_enabled("exporter", {"enabled": True})
+    assert not node_enabled("accounting", {"enabled": "true"})
+    two = [{"resources": {"requests": {"cpu": "1", "nvidia.com/gpu": 2}}}, {"resources": {"limits": {"cpu": "500m", "nvidia.com/gpu": "1"}}}]
+    shape = container_shape(two)
+    assert (shape.cpu, shape.gpus) == (1.5, 3)
+
+
+def quota_stack_at(vcpu: float) -> tuple:
+    statefulset = {"metadata": {"name": "s", "namespace": "ns"}, "spec": {"template": {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": str(vcpu), "memory": "1Gi"}}}]}}}}
+    return (resource(STATEFUL_SET, statefulset),)
+
+
+def test_region_quota_allows_exactly_the_quota():
+    config = {"region": "r", "quotas": {"r": {"vcpu": 4}}}
+    assert check("slurm-region-quota", *quota_stack_at(4), config=config) == []
+    one(check("slurm-region-quota", *quota_stack_at(4.5), config=config), "vcpu: asked 4.5 > allowed 4")
+    one(check("slurm-region-quota", *quota_stack_at(1), config={"region": "other", "quotas": {"r": {"vcpu": 4}}}),
+        "no quota for region 'other'")
+    # One region configured: it applies without naming it.
+    one(check("slurm-region-quota", *quota_stack_at(5), config={"quotas": {"r": {"vcpu": 4}}}), "the 'r' quota")
+
+
+def test_worker_fit_counts_one_worker_without_a_size():
+    cluster = {"metadata": {"name": "c"}, "spec": {"slurmNodes": {"worker": {"slurmd": {"resources": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}}}}}}
+    config = {"nodePools": {"gpu": {"cpu": 112, "memoryGi": 1250, "gpus": 8, "nodes": 1}}}
+    assert check("slurm-worker-node-fit", resource(SLURM_CLUSTER, cluster), config=config) == []
+    cluster["spec"]["slurmNodes"]["worker"]["size"] = 2
+    one(check("slurm-worker-node-fit", resource(SLURM_CLUSTER, cluster), config=config), "worker size 2 exceeds the 1 GPU node(s)")
+
+
+def test_source_range_annotation_adds_to_the_spec():
+    from slurm_policies.safety import source_ranges
+
+    props = {"metadata": {"annotations": {"service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8, 192.168.0.0/16,"}},
+             "spec": {"loadBalancerSourceRanges": [" 203.0.113.0/24 "]}}
+    assert source_ranges(props) == ["203.0.113.0/24", "10.0.0.0/8", "192.168.0.0/16"]
+
+
+def test_claim_names_follow_the_policy_config():
+    cluster = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"volumeSources": [
+        {"name": "jail", "persistentVolumeClaim": {"claimName": "my-jail"}},
+        {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "my-spool"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}},
+    ]}}
+    config = {"jailClaimName": "my-jail", "spoolClaimName": "my-spool", "submountClaimPattern": "{name}-claim"}
+    assert check("slurm-volume-claim-names", resource(SLURM_CLUSTER, cluster), config=config) == []
+    messages = check("slurm-volume-claim-names", resource(SLURM_CLUSTER, cluster))
+    assert len(messages) == 3, messages
+
+
+def test_volume_references_report_every_missing_claim_with_its_namespace():
+    cluster = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"volumeSources": [
+        {"name": "jail", "persistentVolumeClaim": {"claimName": "jail-pvc"}},
+        {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "controller-spool-pvc"}},
+    ], "slurmNodes": {"worker": {"volumes": {"jail": {"volumeSourceName": "jail"}, "jailSubMounts": [
+        {"name": "a", "mountPath": "/a", "volumeSourceName": "a"}, {"name": "b", "mountPath": "/b", "volumeSourceName": "b"}]}}}}}
+    messages = check("slurm-volume-references", resource(SLURM_CLUSTER, cluster))
+    text = "\n".join(messages)
+    assert len(messages) == 4, messages
+    assert "spec.slurmNodes.worker.volumes.jailSubMounts[0] refers to volumeSource 'a'" in text
+    assert "spec.slurmNodes.worker.volumes.jailSubMounts[1] refers to volumeSource 'b'" in text
+    assert "claims 'ns/jail-pvc', which this stack does not declare" in text
+    assert "claims 'ns/controller-spool-pvc'" in text
+
+
+def test_data_volume_shape_reports_every_claim_and_follows_the_pattern():
+    def claim(name, modes, size="100Gi"):
+        return resource("kubernetes:core/v1:PersistentVolumeClaim", {"metadata": {"name": name, "namespace": "ns"},
+                        "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}}})
+
+    messages = check("slurm-data-volume-shape", claim("jail-pvc", ["ReadWriteOnce"], "10Gi"),
+                     claim("controller-spool-pvc", ["ReadWriteOnce"]))
+    assert len(messages) == 3, messages
+    assert check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"])) == []
+    one(check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"]), config={"dataClaimPattern": "^scratch$"}),
+        "PersistentVolumeClaim ns/scratch (Slurm volume 'data')")
