@@ -186,3 +186,51 @@ def test_each_operator_namespace_is_declared_once():
     names = [n.inputs["metadata"]["name"] for n in run.of_type(NAMESPACE)]
     assert names and len(names) == len(set(names))
     assert {"fpt-hpc", "gpu-operator", "nvidia-network-operator", "soperator-system", "mariadb-operator"} == set(names)
+
+
+# --- operator values and the provider ----------------------------------------------------------
+
+
+def test_deep_merge_is_deep_and_copies():
+    from components.operators import deep_merge
+
+    ours = {"driver": {"enabled": True, "env": {"A": "1"}}, "mig": {"strategy": "single"}, "list": [1]}
+    theirs = {"driver": {"env": {"B": "2"}}, "mig": "off", "new": {"x": 1}}
+    merged = deep_merge(ours, theirs)
+    assert merged == {"driver": {"enabled": True, "env": {"A": "1", "B": "2"}}, "mig": "off", "list": [1], "new": {"x": 1}}
+    merged["driver"]["env"]["A"] = "changed"
+    merged["new"]["x"] = 2
+    assert ours["driver"]["env"]["A"] == "1" and theirs["new"]["x"] == 1
+    assert deep_merge({"a": 1}, {"a": {"b": 2}}) == {"a": {"b": 2}}
+
+
+def test_operator_values_from_typed_config():
+    from components.operators import gpu_operator_values, network_operator_values, soperator_values, uses_mariadb_operator
+
+    raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
+    config = parse_config(raw)
+    assert gpu_operator_values(config)["driver"] == {"enabled": True, "version": "550.127.08"}
+    assert network_operator_values(config) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}}
+    assert soperator_values(config)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
+    external = parse_config(stack_config("prod-hangzhou"))
+    assert soperator_values(external)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "false"
+    assert not uses_mariadb_operator(parse_config(with_changes("prod-hanoi", slurm={"accounting": {"enabled": False}})))
+
+
+def test_the_kubernetes_provider_follows_config():
+    raw = stack_config("local")
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["renderYamlToDirectory"] == "rendered"
+    assert provider.inputs["enableServerSideApply"] in (True, "true")
+    raw = stack_config("prod-hanoi")
+    (provider,) = run_under_mocks(lambda: build_platform(parse_config(raw)), raw).of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "fke-prod-hanoi" and "renderYamlToDirectory" not in provider.inputs
+
+
+def test_ssh_goes_through_soperators_service_without_ranges():
+    from components.slurm_cluster import login_endpoint, ssh_command
+
+    config = parse_config(with_changes("dev", slurm={"login": {"serviceType": "LoadBalancer"}}))
+    assert ssh_command(config).startswith("ssh root@$(kubectl get svc fpt-hpc-login-svc -n fpt-hpc")
+    assert login_endpoint(config) == "fpt-hpc-login-svc.fpt-hpc:22 (LoadBalancer address)"
