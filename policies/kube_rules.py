@@ -50,40 +50,36 @@ def _too_long(limit: int) -> str:
     return f"must be no more than {limit} characters"
 
 
-def is_dns1123_label(value: str) -> list[str]:
-    errors = []
-    if len(value) > DNS1123_LABEL_MAX:
-        errors.append(_too_long(DNS1123_LABEL_MAX))
-    if not re.fullmatch(_DNS1123_LABEL, value):
-        errors.append(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-            "and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')"
-        )
+def _matching(value: str, pattern: str, limit: int, message: str) -> list[str]:
+    """apimachinery's shape: a length error and/or a format error."""
+    errors = [_too_long(limit)] if len(value) > limit else []
+    if not re.fullmatch(pattern, value):
+        errors.append(message)
     return errors
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    return _matching(
+        value, _DNS1123_LABEL, DNS1123_LABEL_MAX,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        "and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')",
+    )
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
-    errors = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        errors.append(_too_long(DNS1123_SUBDOMAIN_MAX))
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
-        errors.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com')"
-        )
-    return errors
+    return _matching(
+        value, _DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+        "and must start and end with an alphanumeric character (e.g. 'example.com')",
+    )
 
 
 def is_dns1035_label(value: str) -> list[str]:
-    errors = []
-    if len(value) > DNS1035_LABEL_MAX:
-        errors.append(_too_long(DNS1035_LABEL_MAX))
-    if not re.fullmatch(_DNS1035_LABEL, value):
-        errors.append(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-            "alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123')"
-        )
-    return errors
+    return _matching(
+        value, _DNS1035_LABEL, DNS1035_LABEL_MAX,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+        "alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123')",
+    )
 
 
 def is_qualified_name(value: str) -> list[str]:
@@ -116,24 +112,19 @@ def is_qualified_name(value: str) -> list[str]:
 
 
 def is_valid_label_value(value: str) -> list[str]:
-    errors = []
-    if len(value) > LABEL_VALUE_MAX:
-        errors.append(_too_long(LABEL_VALUE_MAX))
-    if not re.fullmatch(_LABEL_VALUE, value):
-        errors.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or '12345')"
-        )
-    return errors
+    return _matching(
+        value, _LABEL_VALUE, LABEL_VALUE_MAX,
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+        "and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or '12345')",
+    )
 
 
 def is_config_map_key(value: str) -> list[str]:
     """Keys of Secret and ConfigMap data."""
-    errors = []
-    if len(value) > CONFIG_MAP_KEY_MAX:
-        errors.append(_too_long(CONFIG_MAP_KEY_MAX))
-    if not re.fullmatch(_CONFIG_MAP_KEY, value):
-        errors.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name')")
+    errors = _matching(
+        value, _CONFIG_MAP_KEY, CONFIG_MAP_KEY_MAX,
+        "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name')",
+    )
     if value in (".", ".."):
         errors.append(f"must not be '{value}'")
     elif value.startswith(".."):
