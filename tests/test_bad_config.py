@@ -218,6 +218,9 @@ def test_each_mistake_is_refused_by_key_path_before_anything_is_registered(chang
     message = str(error)
     assert message.startswith("invalid stack config (")
     assert f"\n  {PROJECT}:{path}:" in message, message
+    # ...and says what is wrong in words, not a placeholder.
+    detail = message.split(f"\n  {PROJECT}:{path}:", 1)[1].splitlines()[0].split("; got ")[0].strip()
+    assert len(detail) > 12 and not detail.startswith("None") and "XX" not in detail and not detail.isupper(), detail
     assert run.resources == [], [r.name for r in run.resources]
     assert "Traceback" not in message
 
