@@ -160,6 +160,40 @@ def _check_mount_path(value: str) -> str:
     return path
 
 
+# The five fields of a Kubernetes CronJob schedule: (lowest, highest, names).
+_CRON_FIELDS = (
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def _cron_field_ok(text: str, lowest: int, highest: int, names: tuple[str, ...]) -> bool:
+    for part in text.split(","):
+        match = re.fullmatch(r"(\*|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?", part)
+        if not match or (match.group(2) is not None and int(match.group(2)) == 0):
+            return False
+        if match.group(1) == "*":
+            continue
+        for bound in match.group(1).split("-"):
+            number = names.index(bound.lower()) + lowest if bound.lower() in names else (int(bound) if bound.isdigit() else None)
+            if number is None or not lowest <= number <= highest:
+                return False
+    return True
+
+
+def _check_cron(value: str) -> str:
+    fields = value.split()
+    if value.strip() in _CRON_MACROS:
+        return value
+    if len(fields) != 5 or not all(_cron_field_ok(f, *rule) for f, rule in zip(fields, _CRON_FIELDS)):
+        raise ValueError("must be a cron schedule: minute hour day-of-month month day-of-week (e.g. '0 */3 * * *') or @hourly, @daily, ...")
+    return value
+
+
 def _check_rdma_resource_name(value: str) -> str:
     errors = kube_rules.is_qualified_name(f"rdma/{value}")
     if errors:
@@ -588,7 +622,9 @@ class ExporterConfig(Model):
 
 class NcclBenchmarkConfig(Model):
     enabled: bool = True
-    schedule: str = Field("0 */3 * * *", pattern=r"^(\S+\s+){4}\S+$", description="Cron schedule.")
+    schedule: Annotated[str, AfterValidator(_check_cron)] = Field(
+        "0 */3 * * *", description="Cron schedule of the benchmark CronJob (5 fields, or @hourly/@daily/...)."
+    )
     drain_on_failure: bool = Field(True, description="Drain a Slurm node whose NCCL benchmark fails.")
     min_bandwidth_gbps: str = Field(
         "400", pattern=r"^[0-9]+(\.[0-9]+)?$", description="thresholdMoreThan: minimum NCCL all-reduce bus bandwidth (GB/s)."
@@ -676,6 +712,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _operator_problems(config)
     yield from _storage_problems(config)
     yield from _scheduling_problems(config)
+    yield from _system_pod_problems(config)
     yield from _login_problems(config)
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
@@ -770,7 +807,8 @@ def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
     if cpu > largest_cpu:
         yield Problem(
             (*slurmd, "cpu"),
-            f"plus the worker's munge container asks {cpu} CPU, more than any GPU pool allocates per node ({largest_cpu})",
+            f"plus the worker's munge container asks {_plain(cpu)} CPU, more than any GPU pool allocates per node "
+            f"({_plain(largest_cpu)})",
             worker.slurmd.cpu,
         )
     if memory > largest_memory:
@@ -794,8 +832,37 @@ def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
 
 
+def _system_pod_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """Controller, login, accounting and exporter pods run on the no-gpu pools (the GPU pools when there are none)."""
+    slurm = config.slurm
+    pools = [pool for pool in config.node_pools if not pool.has_gpu] or config.gpu_pools
+    if not pools:
+        return
+    largest_cpu = max(quantity_value(pool.cpu_per_node) for pool in pools)
+    largest_memory = max(quantity_value(pool.memory_per_node) for pool in pools)
+    pods = [("controller", "slurmctld", slurm.controller.slurmctld, slurm.controller.munge),
+            ("login", "sshd", slurm.login.sshd, slurm.login.munge)]
+    if slurm.accounting.enabled:
+        pods.append(("accounting", "slurmdbd", slurm.accounting.slurmdbd, slurm.accounting.munge))
+    if slurm.exporter.enabled:
+        pods.append(("exporter", "resources", slurm.exporter.resources, slurm.exporter.munge))
+    for kind, container, main, munge in pods:
+        cpu = quantity_value(main.cpu) + quantity_value(munge.cpu)
+        memory = quantity_value(main.memory) + quantity_value(munge.memory)
+        if cpu > largest_cpu:
+            yield Problem(("slurm", kind, container, "cpu"), f"plus its munge container asks {_plain(cpu)} CPU, more than any "
+                          f"node of the pools it runs on allocates ({_plain(largest_cpu)})", main.cpu)
+        if memory > largest_memory:
+            yield Problem(("slurm", kind, container, "memory"), f"plus its munge container asks {_gib(memory)}, more than "
+                          f"any node of the pools it runs on allocates ({_gib(largest_memory)})", main.memory)
+
+
 def _gib(amount: Decimal) -> str:
-    return f"{(amount / 2**30).normalize():f}Gi"
+    return f"{_plain(amount / 2**30)}Gi"
+
+
+def _plain(amount: Decimal) -> str:
+    return f"{amount.normalize():f}"
 
 
 def _login_problems(config: PlatformConfig) -> Iterator[Problem]:

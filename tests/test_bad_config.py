@@ -172,6 +172,9 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("region-uppercase", {"region": "Hanoi"}, "region"),
     ("nested-typo", {"storage.jial": {"size": "100Gi"}}, "storage.jial"),
     ("schedule-words", {"slurm.ncclBenchmark.schedule": "every 3h"}, "slurm.ncclBenchmark.schedule"),
+    ("schedule-minute-60", {"slurm.ncclBenchmark.schedule": "60 */3 * * *"}, "slurm.ncclBenchmark.schedule"),
+    ("login-above-system-pool", {"nodePools[1].cpuPerNode": "2"}, "slurm.login.sshd.cpu"),
+    ("controller-memory-above-system-pool", {"slurm.controller.slurmctld": {"cpu": "1", "memory": "200Gi", "ephemeralStorage": "20Gi"}}, "slurm.controller.slurmctld.memory"),
     ("login-size-zero", {"slurm.login.size": 0}, "slurm.login.size"),
     ("cgroup-v3", {"slurm.worker.cgroupVersion": "v3"}, "slurm.worker.cgroupVersion"),
 ]
