@@ -520,8 +520,11 @@ class LdapConfig(Model):
         "docker.io/bitnamilegacy/openldap:2.6.10",
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
-    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[^,]+(,(dc|o|ou)=[^,]+)*$")
-    organisation: str = Field("Example Org", min_length=1)
+    # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
+    base_dn: str = Field(
+        "dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$"
+    )
+    organisation: str = Field("Example Org", pattern=r"^[^\x00-\x1f\x7f:,=]+$")
     admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
     storage_size: Quantity = "8Gi"
     storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")

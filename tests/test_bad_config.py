@@ -167,6 +167,8 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("nfs-kind-without-block", {"storage.storageClass.kind": "nfs"}, "storage.storageClass.nfs"),
     ("nfs-block-without-kind", {"storage.storageClass.nfs": {"server": "10.0.0.5", "share": "/x"}}, "storage.storageClass.nfs"),
     ("tls-without-secret", {"ldap.tls.enabled": True}, "ldap.tls.secretName"),
+    ("ldap-base-dn-ldif-injection", {"ldap.baseDn": "dc=example,dc=org\ndn: cn=evil,dc=example,dc=org"}, "ldap.baseDn"),
+    ("ldap-organisation-newline", {"ldap.organisation": "Example\nuserPassword: x"}, "ldap.organisation"),
     ("external-db-without-block", {"slurm.accounting.database": "external"}, "slurm.accounting.external"),
     ("environment-production", {"environment": "production"}, "environment"),
     ("region-uppercase", {"region": "Hanoi"}, "region"),
