@@ -136,8 +136,9 @@ class Storage(pulumi.ComponentResource):
                     f"{name}-rwx-class",
                     metadata=_metadata(class_manifest),
                     provisioner=class_manifest["provisioner"],
-                    parameters=class_manifest["parameters"],
-                    mount_options=class_manifest["mountOptions"],
+                    # Server addresses and paths: secret when `storage` was set with --secret.
+                    parameters=config.secret_if("storage", class_manifest["parameters"]),
+                    mount_options=config.secret_if("storage", class_manifest["mountOptions"]),
                     reclaim_policy=class_manifest["reclaimPolicy"],
                     volume_binding_mode=class_manifest["volumeBindingMode"],
                     allow_volume_expansion=class_manifest["allowVolumeExpansion"],
@@ -155,7 +156,7 @@ class Storage(pulumi.ComponentResource):
                     k8s.core.v1.PersistentVolume(
                         f"{name}-{volume.static_volume_name}",
                         metadata=_metadata(pv),
-                        spec=pv["spec"],
+                        spec=config.secret_if("storage", pv["spec"]),
                         opts=child_opts(self, opts, **keep),
                     )
                 )
@@ -163,7 +164,7 @@ class Storage(pulumi.ComponentResource):
             self.claims[volume.source_name] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{volume.claim_name}",
                 metadata=_metadata(claim),
-                spec=claim["spec"],
+                spec=config.secret_if("storage", claim["spec"]),
                 opts=child_opts(self, opts, depends_on=deps, **keep),
             )
         self.claim_names = pulumi.Output.from_input({v.source_name: v.claim_name for v in data_volumes(config)})

@@ -102,6 +102,17 @@ def test_secret_slurm_config_makes_the_slurm_cluster_spec_secret():
     assert "spec" not in cluster.secret_inputs
 
 
+def test_secret_storage_config_makes_volume_specs_secret():
+    raw = stack_config("prod-hanoi")
+    secret = platform_run(raw, frozenset({"storage"}))
+    (storage_class,) = secret.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert {"parameters", "mountOptions"} <= set(storage_class.secret_inputs)
+    for volume in secret.of_type("kubernetes:core/v1:PersistentVolume") + secret.of_type("kubernetes:core/v1:PersistentVolumeClaim"):
+        assert "spec" in volume.secret_inputs, volume.name
+    (storage_class,) = platform_run(raw).of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert not storage_class.secret_inputs
+
+
 # --- munge key rotation ------------------------------------------------------------------------
 
 
