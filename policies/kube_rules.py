@@ -155,12 +155,6 @@ def parse_quantity(value: Any) -> Decimal:
     return _client_parse_quantity(value)
 
 
-def quantity_text(value: Any) -> str:
-    """The quantity as the string Kubernetes manifests carry (numbers: their decimal text)."""
-    parse_quantity(value)
-    return str(value)
-
-
 # --- source ranges (ipaddress) -------------------------------------------------------------
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
