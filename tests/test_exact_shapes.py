@@ -274,3 +274,63 @@ def test_data_volume_shape_reports_every_claim_and_follows_the_pattern():
     assert check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"])) == []
     one(check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"]), config={"dataClaimPattern": "^scratch$"}),
         "PersistentVolumeClaim ns/scratch (Slurm volume 'data')")
+
+
+# --- no-secrets-in-plain-config and pinned-chart-versions: config honoured, every finding -------
+
+from tests.test_policies import SECRET, chart, config_map  # noqa: E402
+
+
+def deployment_with_env(*env: dict) -> object:
+    return resource(DEPLOYMENT, {"metadata": {"name": "d", "namespace": "ns"},
+                                 "spec": {"template": {"spec": {"containers": [{"name": "c", "env": list(env)}]}}}})
+
+
+def test_plain_secrets_reports_every_env_and_key():
+    messages = check("no-secrets-in-plain-config", deployment_with_env(
+        {"name": "DB_PASSWORD", "value": "x"}, {"name": "API_TOKEN", "value": "y"}))
+    assert len(messages) == 2
+    assert len(check("no-secrets-in-plain-config", config_map({"password": "x", "token": "y"}))) == 2
+    assert len(check("no-secrets-in-plain-config", config_map({"a": "bindpw x", "b": "ldap_default_authtok = y"}))) == 2
+
+
+def test_plain_secrets_follow_the_policy_config():
+    assert check("no-secrets-in-plain-config", deployment_with_env({"name": "PIN", "value": "1"})) == []
+    one(check("no-secrets-in-plain-config", deployment_with_env({"name": "PIN", "value": "1"}), config={"secretNamePattern": "^pin$"}),
+        "env PIN carries a literal value")
+    one(check("no-secrets-in-plain-config", config_map({"conf": "VAULT-KEY: abc"}), config={"secretValuePatterns": ["vault-key"]}),
+        "matches 'vault-key'")
+    assert check("no-secrets-in-plain-config", deployment_with_env({"name": "DB_PASSWORD_REF", "value": "x"}),
+                 config={"allowedNamePattern": "_ref$"}) == []
+    assert check("no-secrets-in-plain-config", config_map({"password": "x"}), config={"allowedNames": ["password"]}) == []
+
+
+def test_config_credentials_in_lists_short_values_and_raw_secret_data(monkeypatch):
+    import json
+
+    from slurm_policies.safety import config_credentials
+
+    stack = {"slurm-platform:operators": json.dumps({"x": {"values": {"users": [{"name": "a", "password": "Zq8-list-password"}]}}}),
+             "slurm-platform:other": json.dumps({"token": "short"})}
+    assert config_credentials(stack) == {"Zq8-list-password": "slurm-platform:operators.x.values.users[0].password"}
+    assert config_credentials(stack, min_length=4) == {
+        "Zq8-list-password": "slurm-platform:operators.x.values.users[0].password", "short": "slurm-platform:other.token"}
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(stack))
+    # data that is not base64 is compared as it is
+    raw = {"metadata": {"name": "s"}, "data": {"pw": "not base64! Zq8-list-password"}}
+    one(check("no-secrets-in-plain-config", resource(SECRET, raw)), "data key 'pw' carries the credential")
+    one(check("no-secrets-in-plain-config", config_map({"x": "short"}), config={"minCredentialLength": 4}),
+        "slurm-platform:other.token")
+
+
+def test_pinned_charts_reports_every_chart_by_kind():
+    messages = check("pinned-chart-versions", chart("latest"), chart(">=1.0", type_="kubernetes:helm.sh/v3:Release"))
+    assert len(messages) == 2
+    assert messages[0].startswith("Helm Chart operators-soperator") and messages[1].startswith("Helm Release operators-soperator")
+
+
+def test_data_protection_follows_the_claim_pattern():
+    pvc = {"metadata": {"name": "scratch", "namespace": "ns"}}
+    assert check("protect-slurm-data-volumes", resource("kubernetes:core/v1:PersistentVolumeClaim", pvc)) == []
+    one(check("protect-slurm-data-volumes", resource("kubernetes:core/v1:PersistentVolumeClaim", pvc), config={"dataClaimPattern": "^scratch$"}),
+        "PersistentVolumeClaim ns/scratch holds Slurm data")
