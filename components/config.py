@@ -294,6 +294,9 @@ class Taint(Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
 class KarpenterConfig(Model):
     """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
 
@@ -301,7 +304,7 @@ class KarpenterConfig(Model):
     node_class_kind: str = Field("EC2NodeClass", pattern=r"^[A-Z][A-Za-z0-9]*$", description="nodeClassRef.kind")
     node_class_name: DnsSubdomain = Field("default", description="nodeClassRef.name")
     instance_types: list[LabelValue] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
-    capacity_types: list[Literal["on-demand", "spot", "reserved"]] = Field(default_factory=lambda: ["on-demand"])
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
 
 
 class NodePoolConfig(Model):
@@ -469,15 +472,23 @@ class StaticNfsVolume(Model):
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
+ADOPT_DESCRIPTION = (
+    "The claim (and its static PV) already exists, e.g. made by hand from the FPT guide: import it into the stack "
+    "as is (Pulumi `import`) instead of creating it; the declared spec must match the live object."
+)
+
+
 class JailConfig(Model):
     size: JailSize = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
     static_nfs: Optional[StaticNfsVolume] = Field(
         None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
     )
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SpoolConfig(Model):
     size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SubmountConfig(Model):
@@ -488,6 +499,7 @@ class SubmountConfig(Model):
     )
     size: Quantity = "100Gi"
     static_nfs: Optional[StaticNfsVolume] = None
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
     @property
     def claim_name(self) -> str:
@@ -586,6 +598,12 @@ class LoginConfig(Model):
     load_balancer_ip: Annotated[Optional[IpAddress], BeforeValidator(lambda v: v or None)] = Field(
         None, description="sshdServiceLoadBalancerIP, with serviceType LoadBalancer only (unset: assigned by the cloud)."
     )
+    ssh_address: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="Host for sshCommand with a NodePort login (a node's address or a DNS name for the nodes); "
+        "a LoadBalancer's address is read from the live Service.",
+    )
     service_annotations: dict[QualifiedName, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
     allowed_source_ranges: list[Cidr] = Field(
         default_factory=list,
@@ -642,6 +660,18 @@ class PopulateJailConfig(Model):
     )
 
 
+class ReadinessConfig(Model):
+    """How `pulumi up` awaits the SlurmCluster (never on a render-only stack: there is no cluster to watch)."""
+
+    await_available: bool = Field(True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor).")
+    timeout_minutes: int = Field(
+        40,
+        ge=5,
+        le=24 * 60,
+        description="Create/update timeout; FPT's guide measures ~20 minutes for a first install (populate-jail job, then the pods).",
+    )
+
+
 class SlurmConfig(Model):
     images: ImagesConfig = ImagesConfig()
     controller: ControllerConfig = ControllerConfig()
@@ -652,6 +682,12 @@ class SlurmConfig(Model):
     nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
     populate_jail: PopulateJailConfig = PopulateJailConfig()
     munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
+    adopt_munge_secret: bool = Field(
+        False,
+        description="Secret <cluster>-munge already exists (made by hand or by soperator): import it and keep its key; "
+        "Pulumi owns the object but not the key until this is turned off (which writes a new key).",
+    )
+    readiness: ReadinessConfig = ReadinessConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -682,6 +718,23 @@ class PlatformConfig(Model):
         return self.storage.jail.static_nfs is not None
 
     _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    @property
+    def render_only(self) -> bool:
+        """Manifests go to a directory: there is no cluster to read, await or import from."""
+        return self.kubernetes.render_yaml_to_directory is not None
+
+    @property
+    def adopted_objects(self) -> list[str]:
+        """Config keys of the objects this stack imports instead of creating."""
+        storage = self.storage
+        adopted = [
+            key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on
+        ]
+        adopted += [f"storage.submounts[{i}].adopt" for i, sub in enumerate(storage.submounts) if sub.adopt]
+        if self.slurm.adopt_munge_secret:
+            adopted.append("slurm.adoptMungeSecret")
+        return adopted
 
     @property
     def worker_rdma(self) -> int:
@@ -716,6 +769,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _storage_problems(config)
     yield from _scheduling_problems(config)
     yield from _system_pod_problems(config)
+    yield from _adoption_problems(config)
     yield from _login_problems(config)
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
@@ -730,6 +784,32 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
             "is true while storage.jail.staticNfs binds an existing jail: the populate job would erase it; "
             "set slurm.populateJail.wipeExistingJailIntended: true if that is intended",
             True,
+        )
+
+
+def _adoption_problems(config: PlatformConfig) -> Iterator[Problem]:
+    adopted = config.adopted_objects
+    if not adopted:
+        return
+    first = tuple(int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", adopted[0]))
+    if config.render_only:
+        yield Problem(
+            first,
+            "adoption imports live objects, but kubernetes.renderYamlToDirectory makes this a render-only stack "
+            f"with no cluster to import from (adopted: {', '.join(adopted)})",
+        )
+    if config.cluster.create_namespace:
+        yield Problem(
+            first,
+            "adopted objects live in an existing namespace; set cluster.createNamespace: false "
+            f"(namespace {config.cluster.namespace!r}; adopted: {', '.join(adopted)})",
+        )
+    if config.slurm.adopt_munge_secret and config.slurm.munge_key_rotation:
+        yield Problem(
+            ("slurm", "mungeKeyRotation"),
+            "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it; "
+            "set adoptMungeSecret: false to let Pulumi write (and rotate) the key",
+            config.slurm.munge_key_rotation,
         )
 
 

@@ -7,9 +7,10 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from . import warn
 from .config import PlatformConfig
 from .ldap import LdapDirectory
-from .munge import MungeKey
+from .munge import MungeKey, rotation_warning
 from .node_pools import NodePools
 from .operators import Operators
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
@@ -49,16 +50,24 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     # Operators may share the cluster's namespace; they never declare it themselves.
     operators = Operators("operators", config, opts=in_namespace)
     storage = Storage("storage", config, opts=in_namespace)
-    munge = MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
+    munge = MungeKey(
+        "munge",
+        config.cluster.name,
+        namespace,
+        config.slurm.munge_key_rotation,
+        opts=in_namespace,
+        adopt=config.slurm.adopt_munge_secret,
+    )
     ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None
     slurm = SlurmCluster(
         "slurm",
         config,
-        opts=pulumi.ResourceOptions.merge(
-            in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])
-        ),
+        opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])),
     )
-    warn_about_removed_workers(config)
+    # What this stack exported last time: the baseline of the preview-time warnings.
+    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
+    warn_about_removed_workers(config, previous.get_output("workerNodes"))
+    previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
 
     return {
         "environment": pulumi.Output.from_input(config.environment),
@@ -66,13 +75,18 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "namespace": pulumi.Output.from_input(namespace),
         "clusterName": pulumi.Output.from_input(config.cluster.name),
         "workerNodes": slurm.worker_nodes,
+        "slurmPhase": slurm.phase,
+        "slurmUnmetConditions": slurm.unmet_conditions,
+        "slurmServices": slurm.service_names,
         "loginEndpoint": slurm.login_endpoint,
         "sshCommand": slurm.ssh_command,
         "pvcNames": storage.claim_names,
         "storageClassName": storage.storage_class_name,
         "mungeSecretName": munge.secret_name,
+        "mungeKeyRotation": pulumi.Output.from_input(config.slurm.munge_key_rotation),
         "ldapUri": ldap.uri if ldap else pulumi.Output.from_input(None),
         "chartVersions": operators.versions,
+        "installedCharts": operators.installed,
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
     }

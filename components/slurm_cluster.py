@@ -8,13 +8,14 @@ custom resource, the restricted login Service, and the outputs.
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pydantic.alias_generators import to_camel
 
-from . import child_opts
-
+from . import child_opts, warn
 from .config import PlatformConfig, PodResources
 from .node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
@@ -22,6 +23,9 @@ from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
 SSHD_PORT = 22
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+# soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
+READY_PHASE = "Available"
 
 # soperator 1.14.10 image names under the registry, by component.
 IMAGES = {
@@ -51,18 +55,12 @@ def munge_container(config: PlatformConfig, pod: PodResources) -> dict[str, Any]
 
 
 def volume_sources(config: PlatformConfig) -> list[dict[str, Any]]:
-    return [
-        {"name": v.source_name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": False}}
-        for v in data_volumes(config)
-    ]
+    return [{"name": v.source_name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": False}} for v in data_volumes(config)]
 
 
 def jail_sub_mounts(config: PlatformConfig) -> list[dict[str, Any]]:
     """Identical on login and worker nodes: the same path everywhere is what makes a submount shared."""
-    return [
-        {"name": sub.mount_name or sub.name, "mountPath": sub.mount_path, "volumeSourceName": sub.name}
-        for sub in config.storage.submounts
-    ]
+    return [{"name": sub.mount_name or sub.name, "mountPath": sub.mount_path, "volumeSourceName": sub.name} for sub in config.storage.submounts]
 
 
 def uses_infiniband(config: PlatformConfig) -> bool:
@@ -217,12 +215,26 @@ def exporter_node(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+def awaits_readiness(config: PlatformConfig) -> bool:
+    """A render-only stack has no cluster whose status could be watched."""
+    return config.slurm.readiness.await_available and not config.render_only
+
+
+def slurm_cluster_annotations(config: PlatformConfig) -> dict[str, str]:
+    # pulumi-kubernetes watches the object until the JSONPath matches (its generic await).
+    return {WAIT_FOR_ANNOTATION: f"jsonpath={{.status.phase}}={READY_PHASE}"} if awaits_readiness(config) else {}
+
+
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
     """The whole custom resource, as `kubectl apply` would take it."""
+    metadata: dict[str, Any] = {"name": config.cluster.name, "namespace": config.cluster.namespace}
+    annotations = slurm_cluster_annotations(config)
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": config.cluster.name, "namespace": config.cluster.namespace},
+        "metadata": metadata,
         "spec": {
             "crVersion": config.operators.soperator.version,
             "pause": False,
@@ -245,7 +257,6 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
 
 
 # --- login exposure ---------------------------------------------------------
-
 
 
 def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
@@ -288,25 +299,54 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
     }
 
 
-def login_endpoint(config: PlatformConfig) -> str:
-    """Where users SSH to, as far as it is known before the cloud assigns addresses."""
-    login = config.slurm.login
-    if login.load_balancer_ip:
-        return f"{login.load_balancer_ip}:{SSHD_PORT}"
-    if login.service_type == "NodePort" and not login.allowed_source_ranges:
-        return f"<any-node-ip>:{login.node_port}"
-    return f"{login_service_name(config)}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
+def service_names(config: PlatformConfig) -> dict[str, str]:
+    """soperator 1.14.10's Services (`<cluster>-<component>-svc`) and the one users SSH through."""
+    cluster = config.cluster.name
+    return {
+        "controller": f"{cluster}-controller-svc",
+        "login": f"{cluster}-login-svc",
+        "ssh": login_service_name(config),
+    }
 
 
-def ssh_command(config: PlatformConfig) -> str:
+def login_address(config: PlatformConfig, service: Optional[dict[str, Any]]) -> tuple[Optional[str], int]:
+    """(host, port) users SSH to, from the live login Service (None when there is none, e.g. render-only).
+
+    A LoadBalancer's host is its first `status.loadBalancer.ingress` IP or hostname;
+    a NodePort login listens on every node at the Service's `nodePort`, so the host
+    is `slurm.login.sshAddress` when set.
+    """
     login = config.slurm.login
-    if login.load_balancer_ip:
-        return f"ssh root@{login.load_balancer_ip}"
-    if login.service_type == "NodePort" and not login.allowed_source_ranges:
-        return f"ssh -p {login.node_port} root@<any-node-ip>"
+    spec = (service or {}).get("spec") or {}
+    ports = spec.get("ports") or [{}]
+    if spec.get("type", operator_login_service_type(config)) == "NodePort" and not login.allowed_source_ranges:
+        return login.ssh_address, int(ports[0].get("nodePort") or login.node_port)
+    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress") or [{}]
+    host = ingress[0].get("ip") or ingress[0].get("hostname") or login.load_balancer_ip or None
+    return host, int(ports[0].get("port") or SSHD_PORT)
+
+
+def ssh_command(host: Optional[str], port: int) -> str:
+    """A plain `ssh` line; `<any-node-ip>`/`<pending address>` mark what is not known yet."""
+    target = host or ("<any-node-ip>" if port != SSHD_PORT else "<pending address>")
+    return f"ssh root@{target}" if port == SSHD_PORT else f"ssh -p {port} root@{target}"
+
+
+def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
+    """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
+    return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]
+
+
+def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
+    """soperator's own words when the live cluster is not Available; None when it is (or is not known)."""
+    phase = (status or {}).get("phase")
+    if not phase or phase == READY_PHASE:
+        return None
+    failing = unmet_conditions(status)
     return (
-        f"ssh root@$(kubectl get svc {login_service_name(config)} -n {config.cluster.namespace} "
-        "-o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
+        f"SlurmCluster {config.cluster.namespace}/{config.cluster.name} is {phase!r}, not {READY_PHASE}"
+        + (f"; {'; '.join(failing)}" if failing else "")
+        + f". Inspect: kubectl -n {config.cluster.namespace} get slurmcluster {config.cluster.name} -o yaml"
     )
 
 
@@ -334,45 +374,99 @@ def scale_down_warning(removed: list[str]) -> Optional[str]:
     )
 
 
-def warn_about_removed_workers(config: PlatformConfig) -> None:
+def warn_about_removed_workers(config: PlatformConfig, previous_workers: pulumi.Output[Any]) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
-    this_stack = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
+    previous_workers.apply(lambda previous: warn(scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))))
 
-    def warn(previous: Optional[list[str]]) -> None:
-        message = scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))
-        if message:
-            pulumi.log.warn(message)
 
-    this_stack.get_output("workerNodes").apply(warn)
+class LiveCustomResource(pulumi.CustomResource):
+    """A custom resource whose live `status` is an output too.
+
+    pulumi-kubernetes' `CustomResource` resolves only the properties it was given;
+    declaring `status` (sent as nothing) makes the provider's answer, read after
+    the await, visible to the program. The type token is the same.
+    """
+
+    status: pulumi.Output[Any]
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
+        props = {key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}
+        # Like the SDK's CustomResource: ask for the provider plugin of the installed SDK.
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=metadata.version("pulumi-kubernetes")))
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, {**props, "status": None}, opts)
 
 
 class SlurmCluster(pulumi.ComponentResource):
     worker_nodes: pulumi.Output[list]
-    login_endpoint: pulumi.Output[str]
+    login_endpoint: pulumi.Output[Optional[str]]
     ssh_command: pulumi.Output[str]
+    phase: pulumi.Output[Optional[str]]
+    unmet_conditions: pulumi.Output[list]
+    service_names: pulumi.Output[dict]
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:slurm_cluster:SlurmCluster", name, None, opts)
         manifest = slurm_cluster_manifest(config)
-        self.cluster = k8s.apiextensions.CustomResource(
+        manifest["spec"] = config.secret_if("slurm", manifest["spec"])
+        timeout = f"{config.slurm.readiness.timeout_minutes}m"
+        self.cluster = LiveCustomResource(
             f"{name}-cluster",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=config.secret_if("slurm", manifest["spec"]),
-            opts=child_opts(self, opts),
+            manifest,
+            opts=child_opts(
+                self,
+                opts,
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout) if awaits_readiness(config) else None,
+            ),
         )
-        service = restricted_login_service(config)
-        if service is not None:
-            k8s.core.v1.Service(
-                f"{name}-login-ssh",
-                metadata=service["metadata"],
-                spec=service["spec"],
-                opts=child_opts(self, opts),
-            )
+        status = self.cluster.status.apply(lambda live: dict(live) if live else None)
+        status.apply(lambda live: warn(not_ready_message(config, live)))
+        login_service = self._login_service(name, config, opts)
+        address = login_service.apply(lambda live: login_address(config, live))
         self.worker_nodes = pulumi.Output.from_input(worker_node_names(config.slurm.worker.size))
-        self.login_endpoint = pulumi.Output.from_input(login_endpoint(config))
-        self.ssh_command = pulumi.Output.from_input(ssh_command(config))
+        self.login_endpoint = address.apply(lambda hp: f"{hp[0]}:{hp[1]}" if hp[0] else None)
+        self.ssh_command = address.apply(lambda hp: ssh_command(*hp))
+        self.phase = status.apply(lambda live: (live or {}).get("phase"))
+        self.unmet_conditions = status.apply(unmet_conditions)
+        self.service_names = pulumi.Output.from_input(service_names(config))
         self.register_outputs(
-            {"workerNodes": self.worker_nodes, "loginEndpoint": self.login_endpoint, "sshCommand": self.ssh_command}
+            {
+                "workerNodes": self.worker_nodes,
+                "loginEndpoint": self.login_endpoint,
+                "sshCommand": self.ssh_command,
+                "phase": self.phase,
+                "unmetConditions": self.unmet_conditions,
+                "serviceNames": self.service_names,
+            }
         )
+
+    def _login_service(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Output[Optional[dict[str, Any]]]:
+        """The live Service users SSH through: ours when restricted, else soperator's (read once the cluster is up)."""
+        manifest = restricted_login_service(config)
+        if manifest is not None:
+            # Its await needs ready login pods behind it (which exist once the cluster is
+            # Available), then waits for the LoadBalancer's address.
+            service = k8s.core.v1.Service(
+                f"{name}-login-ssh",
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=child_opts(self, opts, depends_on=[self.cluster]),
+            )
+        elif config.render_only:
+            return pulumi.Output.from_input(None)
+        else:
+            # The ID waits for the cluster's outputs: unknown while it is being created, so
+            # a first preview skips the read instead of failing on a Service not there yet.
+            service_id = pulumi.Output.all(self.cluster.id, self.cluster.status).apply(
+                lambda _: f"{config.cluster.namespace}/{service_names(config)['login']}"
+            )
+            service = k8s.core.v1.Service.get(f"{name}-login-svc", service_id, opts=child_opts(self, opts))
+        return pulumi.Output.all(spec=service.spec, status=service.status).apply(api_names)
+
+
+def api_names(value: Any) -> Any:
+    """Typed SDK outputs (dicts keyed `load_balancer`, `node_port`) as the API's camelCase objects."""
+    if isinstance(value, dict):
+        return {to_camel(key): api_names(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [api_names(item) for item in value]
+    return value

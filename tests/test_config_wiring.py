@@ -221,7 +221,7 @@ def test_operator_values_from_typed_config():
     raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
     config = parse_config(raw)
     assert gpu_operator_values(config)["driver"] == {"enabled": True, "version": "550.127.08"}
-    assert network_operator_values(config) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}}
+    assert network_operator_values(config) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}, "upgradeCRDs": False}
     assert soperator_values(config)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
     external = parse_config(stack_config("prod-hangzhou"))
     assert soperator_values(external)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "false"
@@ -237,11 +237,3 @@ def test_the_kubernetes_provider_follows_config():
     raw = stack_config("prod-hanoi")
     (provider,) = run_under_mocks(lambda: build_platform(parse_config(raw)), raw).of_type("pulumi:providers:kubernetes")
     assert provider.inputs["context"] == "fke-prod-hanoi" and "renderYamlToDirectory" not in provider.inputs
-
-
-def test_ssh_goes_through_soperators_service_without_ranges():
-    from components.slurm_cluster import login_endpoint, ssh_command
-
-    config = parse_config(with_changes("dev", slurm={"login": {"serviceType": "LoadBalancer"}}))
-    assert ssh_command(config).startswith("ssh root@$(kubectl get svc fpt-hpc-login-svc -n fpt-hpc")
-    assert login_endpoint(config) == "fpt-hpc-login-svc.fpt-hpc:22 (LoadBalancer address)"
