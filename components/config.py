@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Callable, Iterator, Literal, Mapping, Optional
+from typing import Annotated, Any, Literal, Optional
 from urllib.parse import urlparse
 
 import pulumi
@@ -111,7 +112,9 @@ def _check_exact_version(value: str) -> str:
 def _leading_v(required: bool) -> AfterValidator:
     def check(value: str) -> str:
         if value.startswith("v") != required:
-            raise ValueError("this chart's versions start with v (e.g. v1.2.3)" if required else "this chart's versions have no leading v (e.g. 1.2.3)")
+            raise ValueError(
+                "this chart's versions start with v (e.g. v1.2.3)" if required else "this chart's versions have no leading v (e.g. 1.2.3)"
+            )
         return value
 
     return AfterValidator(check)
@@ -189,7 +192,7 @@ def _check_cron(value: str) -> str:
     fields = value.split()
     if value.strip() in _CRON_MACROS:
         return value
-    if len(fields) != 5 or not all(_cron_field_ok(f, *rule) for f, rule in zip(fields, _CRON_FIELDS)):
+    if len(fields) != 5 or not all(_cron_field_ok(f, *rule) for f, rule in zip(fields, _CRON_FIELDS, strict=True)):
         raise ValueError("must be a cron schedule: minute hour day-of-month month day-of-week (e.g. '0 */3 * * *') or @hourly, @daily, ...")
     return value
 
@@ -216,8 +219,25 @@ CLUSTER_NAME_MAX = kube_rules.DNS1035_LABEL_MAX - max(map(len, DERIVED_SERVICE_S
 RESERVED_VOLUME_NAMES = ("jail", "controller-spool")
 # Mounting a shared volume over these would break or hijack the jail's OS.
 SYSTEM_DIRECTORIES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
-    "/sbin", "/sys", "/tmp", "/usr", "/var/lib", "/var/log", "/var/run", "/var/spool",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var/lib",
+    "/var/log",
+    "/var/run",
+    "/var/spool",
 )
 
 
@@ -279,9 +299,7 @@ class KubernetesConfig(Model):
     """How the program reaches Kubernetes: a kubeconfig context, or no cluster at all."""
 
     context: Optional[str] = Field(None, description="kubeconfig context to use; the ambient default when unset.")
-    render_yaml_to_directory: Optional[str] = Field(
-        None, description="Write manifests to this directory instead of talking to a cluster."
-    )
+    render_yaml_to_directory: Optional[str] = Field(None, description="Write manifests to this directory instead of talking to a cluster.")
 
 
 # ---------------------------------------------------------------------------
@@ -342,9 +360,7 @@ def _default_pools() -> list[NodePoolConfig]:
             rdma=True,
             taints=[Taint(key="nvidia.com/gpu", effect="NoSchedule")],
         ),
-        NodePoolConfig(
-            name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3
-        ),
+        NodePoolConfig(name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3),
     ]
 
 
@@ -406,7 +422,9 @@ class SoperatorConfig(ChartConfig):
 
 class MariadbOperatorConfig(ChartConfig):
     namespace: DnsLabel = "mariadb-operator"
-    version: Annotated[ExactVersion, _leading_v(False)] = Field("0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against.")
+    version: Annotated[ExactVersion, _leading_v(False)] = Field(
+        "0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against."
+    )
     repository: ChartRepository = Field(
         "https://helm.mariadb.com/mariadb-operator",
         description="Helm repo URL, OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later) or local directory.",
@@ -494,9 +512,7 @@ class SpoolConfig(Model):
 class SubmountConfig(Model):
     name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
     mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
-    mount_path: MountPath = Field(
-        ..., description="Same path on login and worker nodes (normalised; not / and not under a system directory)."
-    )
+    mount_path: MountPath = Field(..., description="Same path on login and worker nodes (normalised; not / and not under a system directory).")
     size: Quantity = "100Gi"
     static_nfs: Optional[StaticNfsVolume] = None
     adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
@@ -533,9 +549,7 @@ class LdapConfig(Model):
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
     # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
-    base_dn: str = Field(
-        "dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$"
-    )
+    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$")
     organisation: str = Field("Example Org", pattern=r"^[^\x00-\x1f\x7f:,=]+$")
     admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
     storage_size: Quantity = "8Gi"
@@ -655,9 +669,7 @@ class NcclBenchmarkConfig(Model):
 
 class PopulateJailConfig(Model):
     overwrite: bool = Field(False, description="Re-populate (ERASE) the jail on every reconcile of the job.")
-    wipe_existing_jail_intended: bool = Field(
-        False, description="Required with overwrite: true on a static jail: you mean to erase its contents."
-    )
+    wipe_existing_jail_intended: bool = Field(False, description="Required with overwrite: true on a static jail: you mean to erase its contents.")
 
 
 class ReadinessConfig(Model):
@@ -890,21 +902,16 @@ def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
     if cpu > largest_cpu:
         yield Problem(
             (*slurmd, "cpu"),
-            f"plus the worker's munge container asks {_plain(cpu)} CPU, more than any GPU pool allocates per node "
-            f"({_plain(largest_cpu)})",
+            f"plus the worker's munge container asks {_plain(cpu)} CPU, more than any GPU pool allocates per node ({_plain(largest_cpu)})",
             worker.slurmd.cpu,
         )
     if memory > largest_memory:
         yield Problem(
             (*slurmd, "memory"),
-            f"plus the worker's munge container asks {_gib(memory)}, more than any GPU pool allocates per node "
-            f"({_gib(largest_memory)})",
+            f"plus the worker's munge container asks {_gib(memory)}, more than any GPU pool allocates per node ({_gib(largest_memory)})",
             worker.slurmd.memory,
         )
-    fitting = [
-        pool for pool in with_gpus
-        if quantity_value(pool.cpu_per_node) >= cpu and quantity_value(pool.memory_per_node) >= memory
-    ]
+    fitting = [pool for pool in with_gpus if quantity_value(pool.cpu_per_node) >= cpu and quantity_value(pool.memory_per_node) >= memory]
     capacity = sum(pool.node_count for pool in fitting)
     if fitting and worker.size > capacity:
         pools = ", ".join(f"{pool.name}: {pool.node_count}" for pool in fitting)
@@ -923,8 +930,7 @@ def _system_pod_problems(config: PlatformConfig) -> Iterator[Problem]:
         return
     largest_cpu = max(quantity_value(pool.cpu_per_node) for pool in pools)
     largest_memory = max(quantity_value(pool.memory_per_node) for pool in pools)
-    pods = [("controller", "slurmctld", slurm.controller.slurmctld, slurm.controller.munge),
-            ("login", "sshd", slurm.login.sshd, slurm.login.munge)]
+    pods = [("controller", "slurmctld", slurm.controller.slurmctld, slurm.controller.munge), ("login", "sshd", slurm.login.sshd, slurm.login.munge)]
     if slurm.accounting.enabled:
         pods.append(("accounting", "slurmdbd", slurm.accounting.slurmdbd, slurm.accounting.munge))
     if slurm.exporter.enabled:
@@ -933,11 +939,17 @@ def _system_pod_problems(config: PlatformConfig) -> Iterator[Problem]:
         cpu = quantity_value(main.cpu) + quantity_value(munge.cpu)
         memory = quantity_value(main.memory) + quantity_value(munge.memory)
         if cpu > largest_cpu:
-            yield Problem(("slurm", kind, container, "cpu"), f"plus its munge container asks {_plain(cpu)} CPU, more than any "
-                          f"node of the pools it runs on allocates ({_plain(largest_cpu)})", main.cpu)
+            yield Problem(
+                ("slurm", kind, container, "cpu"),
+                f"plus its munge container asks {_plain(cpu)} CPU, more than any node of the pools it runs on allocates ({_plain(largest_cpu)})",
+                main.cpu,
+            )
         if memory > largest_memory:
-            yield Problem(("slurm", kind, container, "memory"), f"plus its munge container asks {_gib(memory)}, more than "
-                          f"any node of the pools it runs on allocates ({_gib(largest_memory)})", main.memory)
+            yield Problem(
+                ("slurm", kind, container, "memory"),
+                f"plus its munge container asks {_gib(memory)}, more than any node of the pools it runs on allocates ({_gib(largest_memory)})",
+                main.memory,
+            )
 
 
 def _gib(amount: Decimal) -> str:
@@ -965,17 +977,11 @@ def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
             login.load_balancer_ip,
         )
     private = kube_rules.private_lb_annotation(login.service_annotations)
-    if (
-        config.environment == "prod"
-        and login.service_type == "LoadBalancer"
-        and not login.allowed_source_ranges
-        and private is None
-    ):
+    if config.environment == "prod" and login.service_type == "LoadBalancer" and not login.allowed_source_ranges and private is None:
         known = ", ".join(f"{k}: {v}" for k, v in kube_rules.PRIVATE_LB_ANNOTATIONS.items())
         yield Problem(
             (*path, "serviceType"),
-            "a production LoadBalancer needs allowedSourceRanges or a private-LB entry in serviceAnnotations "
-            f"(one of {known})",
+            f"a production LoadBalancer needs allowedSourceRanges or a private-LB entry in serviceAnnotations (one of {known})",
             login.service_type,
         )
 
@@ -1074,7 +1080,7 @@ def _config_keys() -> list[str]:
     """Our model's top-level keys, plus any other `slurm-platform:` key the stack sets (typos are errors)."""
     known = [field.alias or name for name, field in PlatformConfig.model_fields.items()]
     prefix = f"{PROJECT}:"
-    stack = [key[len(prefix):] for key in pulumi.runtime.get_config_env() if key.startswith(prefix)]
+    stack = [key[len(prefix) :] for key in pulumi.runtime.get_config_env() if key.startswith(prefix)]
     return list(dict.fromkeys([*known, *sorted(stack)]))
 
 

@@ -114,11 +114,11 @@ def acl_init_script(ldap: LdapConfig) -> str:
         f"{readonly_acl_ldif(ldap)}"
         "LDIF\n"
         "if ldapwhoami -Y EXTERNAL -H ldapi:/// >/dev/null 2>&1; then\n"
-        "  ldapmodify -Y EXTERNAL -H ldapi:/// -f \"$acl\"\n"
+        '  ldapmodify -Y EXTERNAL -H ldapi:/// -f "$acl"\n'
         "else\n"
-        "  slapmodify -F \"${LDAP_ONLINE_CONF_DIR:-/bitnami/openldap/slapd.d}\" -n 0 -l \"$acl\"\n"
+        '  slapmodify -F "${LDAP_ONLINE_CONF_DIR:-/bitnami/openldap/slapd.d}" -n 0 -l "$acl"\n'
         "fi\n"
-        "rm -f \"$acl\"\n"
+        'rm -f "$acl"\n'
     )
 
 
@@ -300,9 +300,7 @@ class LdapDirectory(pulumi.ComponentResource):
             f"{name}-seed",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SEED_SECRET, namespace=namespace, labels=APP_LABELS),
             string_data={
-                "00-base.ldif": pulumi.Output.all(readonly_password.result, salt.result).apply(
-                    lambda args: seed_ldif(ldap, ssha512(*args))
-                )
+                "00-base.ldif": pulumi.Output.all(readonly_password.result, salt.result).apply(lambda args: seed_ldif(ldap, ssha512(*args)))
             },
             opts=secret_data,
         )

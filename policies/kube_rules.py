@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Optional, Union
 
-from kubernetes.utils.quantity import parse_quantity as _client_parse_quantity
+from kubernetes.utils.quantity import parse_quantity as _client_parse_quantity  # type: ignore[import-untyped]
 
 # --- names (apimachinery validation.go) ------------------------------------------------
 
@@ -60,7 +61,9 @@ def _matching(value: str, pattern: str, limit: int, message: str) -> list[str]:
 
 def is_dns1123_label(value: str) -> list[str]:
     return _matching(
-        value, _DNS1123_LABEL, DNS1123_LABEL_MAX,
+        value,
+        _DNS1123_LABEL,
+        DNS1123_LABEL_MAX,
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
         "and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')",
     )
@@ -68,7 +71,9 @@ def is_dns1123_label(value: str) -> list[str]:
 
 def is_dns1123_subdomain(value: str) -> list[str]:
     return _matching(
-        value, _DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX,
+        value,
+        _DNS1123_SUBDOMAIN,
+        DNS1123_SUBDOMAIN_MAX,
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
         "and must start and end with an alphanumeric character (e.g. 'example.com')",
     )
@@ -76,7 +81,9 @@ def is_dns1123_subdomain(value: str) -> list[str]:
 
 def is_dns1035_label(value: str) -> list[str]:
     return _matching(
-        value, _DNS1035_LABEL, DNS1035_LABEL_MAX,
+        value,
+        _DNS1035_LABEL,
+        DNS1035_LABEL_MAX,
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
         "alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123')",
     )
@@ -113,7 +120,9 @@ def is_qualified_name(value: str) -> list[str]:
 
 def is_valid_label_value(value: str) -> list[str]:
     return _matching(
-        value, _LABEL_VALUE, LABEL_VALUE_MAX,
+        value,
+        _LABEL_VALUE,
+        LABEL_VALUE_MAX,
         "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
         "and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or '12345')",
     )
@@ -122,7 +131,9 @@ def is_valid_label_value(value: str) -> list[str]:
 def is_config_map_key(value: str) -> list[str]:
     """Keys of Secret and ConfigMap data."""
     errors = _matching(
-        value, _CONFIG_MAP_KEY, CONFIG_MAP_KEY_MAX,
+        value,
+        _CONFIG_MAP_KEY,
+        CONFIG_MAP_KEY_MAX,
         "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name')",
     )
     if value in (".", ".."):
@@ -198,7 +209,7 @@ def open_families(ranges: Iterable[str]) -> list[str]:
     return [
         f"IPv{version}"
         for version, networks in by_family.items()
-        if networks and list(ipaddress.collapse_addresses(networks)) == [_EVERYTHING[version]]
+        if networks and list(ipaddress.collapse_addresses(networks)) == [_EVERYTHING[version]]  # type: ignore[type-var]
     ]
 
 

@@ -28,11 +28,8 @@ EXTERNAL_DB = {"host": "db.example.internal", "passwordSecretName": "slurm-db"}
 def _set(tree: Any, dotted: str, value: Any) -> None:
     """Set `a.b[0].c` in nested dicts/lists, creating dicts on the way."""
     parts = [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", dotted)]
-    for part, following in zip(parts, parts[1:]):
-        if isinstance(part, int):
-            tree = tree[part]
-        else:
-            tree = tree.setdefault(part, [] if isinstance(following, int) else {})
+    for part, following in zip(parts, parts[1:], strict=False):
+        tree = tree[part] if isinstance(part, int) else tree.setdefault(part, [] if isinstance(following, int) else {})
     tree[parts[-1]] = value
 
 
@@ -49,8 +46,13 @@ def submounts(*entries: dict[str, Any]) -> dict[str, Any]:
 
 def pool(**fields: Any) -> dict[str, Any]:
     base = {
-        "name": "gpu", "selector": {"worker.fptcloud/pool": "gpu"}, "gpusPerNode": 8, "cpuPerNode": "112",
-        "memoryPerNode": "1250Gi", "nodeCount": 2, "rdma": True,
+        "name": "gpu",
+        "selector": {"worker.fptcloud/pool": "gpu"},
+        "gpusPerNode": 8,
+        "cpuPerNode": "112",
+        "memoryPerNode": "1250Gi",
+        "nodeCount": 2,
+        "rdma": True,
     }
     return {**base, **fields}
 
@@ -72,7 +74,11 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("namespace-underscore", {"cluster.namespace": "fpt_hpc"}, "cluster.namespace"),
     ("namespace-too-long", {"cluster.namespace": "n" * 64}, "cluster.namespace"),
     ("pool-name-uppercase", {"nodePools[0].name": "GPU"}, "nodePools[0].name"),
-    ("selector-key-two-slashes", {"nodePools[0].selector": {"worker.fptcloud/pool/x": "gpu"}}, 'nodePools[0].selector["worker.fptcloud/pool/x"] (the key)'),
+    (
+        "selector-key-two-slashes",
+        {"nodePools[0].selector": {"worker.fptcloud/pool/x": "gpu"}},
+        'nodePools[0].selector["worker.fptcloud/pool/x"] (the key)',
+    ),
     ("selector-key-leading-dash", {"nodePools[0].selector": {"-pool": "gpu"}}, "nodePools[0].selector.-pool (the key)"),
     ("selector-value-space", {"nodePools[0].selector": {"worker.fptcloud/pool": "gpu h100"}}, 'nodePools[0].selector["worker.fptcloud/pool"]'),
     ("selector-value-too-long", {"nodePools[0].selector": {"pool": "g" * 64}}, "nodePools[0].selector.pool"),
@@ -83,19 +89,39 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("taint-effect", {"nodePools[0].taints[0].effect": "NoScheduleX"}, "nodePools[0].taints[0].effect"),
     ("gpu-product-space", {"nodePools[0].gpuProduct": "NVIDIA H100"}, "nodePools[0].gpuProduct"),
     ("node-name-underscore", {"nodePools[1].labelExistingNodes": ["system_0"]}, "nodePools[1].labelExistingNodes[0]"),
-    ("node-labelled-twice", {"nodePools[0].labelExistingNodes": ["n1"], "nodePools[1].labelExistingNodes": ["n1"]}, "nodePools[1].labelExistingNodes[0]"),
+    (
+        "node-labelled-twice",
+        {"nodePools[0].labelExistingNodes": ["n1"], "nodePools[1].labelExistingNodes": ["n1"]},
+        "nodePools[1].labelExistingNodes[0]",
+    ),
     ("karpenter-instance-type", {"nodePools[0].karpenter": {"instanceTypes": ["p5 48xlarge"]}}, "nodePools[0].karpenter.instanceTypes[0]"),
     ("storage-class-name", {"storage.storageClass.name": "Slurm_NFS"}, "storage.storageClass.name"),
     ("ldap-tls-secret-name", {"ldap.tls": {"enabled": True, "secretName": "LDAP TLS"}}, "ldap.tls.secretName"),
-    ("db-secret-name", {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "passwordSecretName": "db_secret"}}}, "slurm.accounting.external.passwordSecretName"),
-    ("db-secret-key", {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "passwordSecretKey": "../pw"}}}, "slurm.accounting.external.passwordSecretKey"),
+    (
+        "db-secret-name",
+        {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "passwordSecretName": "db_secret"}}},
+        "slurm.accounting.external.passwordSecretName",
+    ),
+    (
+        "db-secret-key",
+        {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "passwordSecretKey": "../pw"}}},
+        "slurm.accounting.external.passwordSecretKey",
+    ),
     ("annotation-key-space", {"slurm.login.serviceAnnotations": {"bad key": "x"}}, 'slurm.login.serviceAnnotations["bad key"] (the key)'),
     ("submount-name-uppercase", submounts({"name": "Data", "mountPath": "/mnt/data"}), "storage.submounts[0].name"),
     ("rdma-resource-name", {"operators.networkOperator.rdmaResourceName": "rdma/a"}, "operators.networkOperator.rdmaResourceName"),
     ("operator-namespace", {"operators.gpuOperator.namespace": "GPU"}, "operators.gpuOperator.namespace"),
     # image references the code splits or composes
-    ("rdma-image-no-registry", {"operators.networkOperator.rdmaSharedDevicePluginImage": "k8s-rdma-shared-dev-plugin"}, "operators.networkOperator.rdmaSharedDevicePluginImage"),
-    ("rdma-image-with-tag", {"operators.networkOperator.rdmaSharedDevicePluginImage": "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.2"}, "operators.networkOperator.rdmaSharedDevicePluginImage"),
+    (
+        "rdma-image-no-registry",
+        {"operators.networkOperator.rdmaSharedDevicePluginImage": "k8s-rdma-shared-dev-plugin"},
+        "operators.networkOperator.rdmaSharedDevicePluginImage",
+    ),
+    (
+        "rdma-image-with-tag",
+        {"operators.networkOperator.rdmaSharedDevicePluginImage": "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.2"},
+        "operators.networkOperator.rdmaSharedDevicePluginImage",
+    ),
     ("image-registry-with-tag", {"slurm.images.registry": "cr.example.com/soperator:1.0"}, "slurm.images.registry"),
     ("image-tag-space", {"slurm.images.tag": "1.14.10 jammy"}, "slurm.images.tag"),
     ("mariadb-image-untagged", {"slurm.images.mariadb": "mariadb"}, "slurm.images.mariadb"),
@@ -124,15 +150,43 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("range-whole-ipv6-long-form", {"slurm.login.allowedSourceRanges": ["0:0:0:0:0:0:0:0/0"]}, "slurm.login.allowedSourceRanges"),
     ("lb-ip-hostname", {"slurm.login": {"serviceType": "LoadBalancer", "loadBalancerIp": "lb.example.com"}}, "slurm.login.loadBalancerIp"),
     ("lb-ip-with-node-port", {"slurm.login.loadBalancerIp": "203.0.113.7"}, "slurm.login.loadBalancerIp"),
-    ("nfs-server-space", {"storage.storageClass": {"kind": "nfs", "name": "nfs", "nfs": {"server": "nfs server", "share": "/x"}}}, "storage.storageClass.nfs.server"),
-    ("nfs-share-relative", {"storage.storageClass": {"kind": "nfs", "name": "nfs", "nfs": {"server": "10.0.0.5", "share": "export"}}}, "storage.storageClass.nfs.share"),
-    ("db-host-space", {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "host": "db host"}}}, "slurm.accounting.external.host"),
+    (
+        "nfs-server-space",
+        {"storage.storageClass": {"kind": "nfs", "name": "nfs", "nfs": {"server": "nfs server", "share": "/x"}}},
+        "storage.storageClass.nfs.server",
+    ),
+    (
+        "nfs-share-relative",
+        {"storage.storageClass": {"kind": "nfs", "name": "nfs", "nfs": {"server": "10.0.0.5", "share": "export"}}},
+        "storage.storageClass.nfs.share",
+    ),
+    (
+        "db-host-space",
+        {"slurm.accounting": {"database": "external", "external": {**EXTERNAL_DB, "host": "db host"}}},
+        "slurm.accounting.external.host",
+    ),
     # jail submounts
     ("submount-named-jail", submounts({"name": "jail", "mountPath": "/mnt/jail"}), "storage.submounts[0].name"),
-    ("submount-mount-named-spool", submounts({"name": "data", "mountName": "controller-spool", "mountPath": "/mnt/d"}), "storage.submounts[0].mountName"),
-    ("submount-mount-names-repeat", submounts({"name": "a", "mountName": "data", "mountPath": "/mnt/a"}, {"name": "b", "mountName": "data", "mountPath": "/mnt/b"}), "storage.submounts[1].mountName"),
-    ("submount-paths-trailing-slash", submounts({"name": "a", "mountPath": "/mnt/data"}, {"name": "b", "mountPath": "/mnt/data/"}), "storage.submounts[1].mountPath"),
-    ("submount-paths-dot-dot", submounts({"name": "a", "mountPath": "/mnt/data"}, {"name": "b", "mountPath": "/mnt/x/../data"}), "storage.submounts[1].mountPath"),
+    (
+        "submount-mount-named-spool",
+        submounts({"name": "data", "mountName": "controller-spool", "mountPath": "/mnt/d"}),
+        "storage.submounts[0].mountName",
+    ),
+    (
+        "submount-mount-names-repeat",
+        submounts({"name": "a", "mountName": "data", "mountPath": "/mnt/a"}, {"name": "b", "mountName": "data", "mountPath": "/mnt/b"}),
+        "storage.submounts[1].mountName",
+    ),
+    (
+        "submount-paths-trailing-slash",
+        submounts({"name": "a", "mountPath": "/mnt/data"}, {"name": "b", "mountPath": "/mnt/data/"}),
+        "storage.submounts[1].mountPath",
+    ),
+    (
+        "submount-paths-dot-dot",
+        submounts({"name": "a", "mountPath": "/mnt/data"}, {"name": "b", "mountPath": "/mnt/x/../data"}),
+        "storage.submounts[1].mountPath",
+    ),
     ("submount-root", submounts({"name": "a", "mountPath": "/"}), "storage.submounts[0].mountPath"),
     ("submount-etc", submounts({"name": "a", "mountPath": "/etc/slurm"}), "storage.submounts[0].mountPath"),
     ("submount-proc", submounts({"name": "a", "mountPath": "/proc"}), "storage.submounts[0].mountPath"),
@@ -140,12 +194,32 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("submount-escapes-to-usr", submounts({"name": "a", "mountPath": "/mnt/../usr/lib"}), "storage.submounts[0].mountPath"),
     ("submount-invisible-char", submounts({"name": "a", "mountPath": "/mnt/data\u200b"}), "storage.submounts[0].mountPath"),
     # scheduling that can never happen
-    ("rdma-without-rdma-pool", {"nodePools[0].rdma": False, "slurm.worker.slurmd": {"cpu": "100", "memory": "1000Gi", "ephemeralStorage": "55Gi", "rdma": 1}}, "slurm.worker.slurmd.rdma"),
+    (
+        "rdma-without-rdma-pool",
+        {"nodePools[0].rdma": False, "slurm.worker.slurmd": {"cpu": "100", "memory": "1000Gi", "ephemeralStorage": "55Gi", "rdma": 1}},
+        "slurm.worker.slurmd.rdma",
+    ),
     ("more-workers-than-gpu-nodes", {"slurm.worker.size": 3}, "slurm.worker.size"),
-    ("slurmd-cpu-above-allocatable", {"slurm.worker.slurmd": {"cpu": "120", "memory": "1000Gi", "ephemeralStorage": "55Gi"}}, "slurm.worker.slurmd.cpu"),
-    ("slurmd-memory-above-allocatable", {"slurm.worker.slurmd": {"cpu": "100", "memory": "1300Gi", "ephemeralStorage": "55Gi"}}, "slurm.worker.slurmd.memory"),
-    ("slurmd-more-gpus-than-nodes", {"slurm.worker.slurmd": {"cpu": "100", "memory": "1000Gi", "ephemeralStorage": "55Gi", "gpu": 16}}, "slurm.worker.slurmd.gpu"),
-    ("no-gpu-pool", {"nodePools": [{"name": "cpu", "selector": {"a": "b"}, "cpuPerNode": "8", "memoryPerNode": "32Gi", "nodeCount": 1}]}, "nodePools"),
+    (
+        "slurmd-cpu-above-allocatable",
+        {"slurm.worker.slurmd": {"cpu": "120", "memory": "1000Gi", "ephemeralStorage": "55Gi"}},
+        "slurm.worker.slurmd.cpu",
+    ),
+    (
+        "slurmd-memory-above-allocatable",
+        {"slurm.worker.slurmd": {"cpu": "100", "memory": "1300Gi", "ephemeralStorage": "55Gi"}},
+        "slurm.worker.slurmd.memory",
+    ),
+    (
+        "slurmd-more-gpus-than-nodes",
+        {"slurm.worker.slurmd": {"cpu": "100", "memory": "1000Gi", "ephemeralStorage": "55Gi", "gpu": 16}},
+        "slurm.worker.slurmd.gpu",
+    ),
+    (
+        "no-gpu-pool",
+        {"nodePools": [{"name": "cpu", "selector": {"a": "b"}, "cpuPerNode": "8", "memoryPerNode": "32Gi", "nodeCount": 1}]},
+        "nodePools",
+    ),
     ("pool-names-repeat", {"nodePools": [pool(), pool(rdma=False)]}, "nodePools[1].name"),
     # pinning
     ("gpu-operator-latest", {"operators.gpuOperator.version": "latest"}, "operators.gpuOperator.version"),
@@ -158,12 +232,30 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("gpu-operator-two-parts", {"operators.gpuOperator.version": "v24.9"}, "operators.gpuOperator.version"),
     # exposure
     ("prod-open-load-balancer", {"environment": "prod", "slurm.login.serviceType": "LoadBalancer"}, "slurm.login.serviceType"),
-    ("prod-internet-address-type", {"environment": "prod", "slurm.login": {"serviceType": "LoadBalancer", "serviceAnnotations": {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}}}, "slurm.login.serviceType"),
+    (
+        "prod-internet-address-type",
+        {
+            "environment": "prod",
+            "slurm.login": {
+                "serviceType": "LoadBalancer",
+                "serviceAnnotations": {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"},
+            },
+        },
+        "slurm.login.serviceType",
+    ),
     ("node-port-22", {"slurm.login.nodePort": 22}, "slurm.login.nodePort"),
     ("ssh-key-truncated", {"slurm.login.sshRootPublicKeys": ["ssh-rsa"]}, "slurm.login.sshRootPublicKeys[0]"),
     # cross-field and enums
-    ("both-nfd", {"operators.gpuOperator.install": True, "operators.networkOperator": {"install": True, "nodeFeatureDiscovery": True}}, "operators.networkOperator.nodeFeatureDiscovery"),
-    ("overwrite-static-jail", {"storage.jail.staticNfs": {"server": "10.0.0.5", "path": "/jail"}, "slurm.populateJail.overwrite": True}, "slurm.populateJail.overwrite"),
+    (
+        "both-nfd",
+        {"operators.gpuOperator.install": True, "operators.networkOperator": {"install": True, "nodeFeatureDiscovery": True}},
+        "operators.networkOperator.nodeFeatureDiscovery",
+    ),
+    (
+        "overwrite-static-jail",
+        {"storage.jail.staticNfs": {"server": "10.0.0.5", "path": "/jail"}, "slurm.populateJail.overwrite": True},
+        "slurm.populateJail.overwrite",
+    ),
     ("nfs-kind-without-block", {"storage.storageClass.kind": "nfs"}, "storage.storageClass.nfs"),
     ("nfs-block-without-kind", {"storage.storageClass.nfs": {"server": "10.0.0.5", "share": "/x"}}, "storage.storageClass.nfs"),
     ("tls-without-secret", {"ldap.tls.enabled": True}, "ldap.tls.secretName"),
@@ -176,7 +268,11 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("schedule-words", {"slurm.ncclBenchmark.schedule": "every 3h"}, "slurm.ncclBenchmark.schedule"),
     ("schedule-minute-60", {"slurm.ncclBenchmark.schedule": "60 */3 * * *"}, "slurm.ncclBenchmark.schedule"),
     ("login-above-system-pool", {"nodePools[1].cpuPerNode": "2"}, "slurm.login.sshd.cpu"),
-    ("controller-memory-above-system-pool", {"slurm.controller.slurmctld": {"cpu": "1", "memory": "200Gi", "ephemeralStorage": "20Gi"}}, "slurm.controller.slurmctld.memory"),
+    (
+        "controller-memory-above-system-pool",
+        {"slurm.controller.slurmctld": {"cpu": "1", "memory": "200Gi", "ephemeralStorage": "20Gi"}},
+        "slurm.controller.slurmctld.memory",
+    ),
     ("login-size-zero", {"slurm.login.size": 0}, "slurm.login.size"),
     ("cgroup-v3", {"slurm.worker.cgroupVersion": "v3"}, "slurm.worker.cgroupVersion"),
 ]
@@ -279,8 +375,36 @@ def test_every_problem_is_reported_at_once():
 
 
 QUANTITIES = [
-    "100Gi", "1500m", "8", 8, 0.5, "1e3", "1E3", "+1", ".5", "5.", "1n", "1u", "1k", "1M", "1Ei",
-    "1K", "1ki", "nan", "NaN", "Infinity", " 1", "1 ", "1_000", "1e", "1.2.3", "", "Gi", True, None, "1Gi\n",
+    "100Gi",
+    "1500m",
+    "8",
+    8,
+    0.5,
+    "1e3",
+    "1E3",
+    "+1",
+    ".5",
+    "5.",
+    "1n",
+    "1u",
+    "1k",
+    "1M",
+    "1Ei",
+    "1K",
+    "1ki",
+    "nan",
+    "NaN",
+    "Infinity",
+    " 1",
+    "1 ",
+    "1_000",
+    "1e",
+    "1.2.3",
+    "",
+    "Gi",
+    True,
+    None,
+    "1Gi\n",
 ]
 
 

@@ -126,11 +126,17 @@ INVALID = [
     ({"slurm": {"login": {"serviceType": "ClusterIP"}}}, "slurm-platform:slurm.login.serviceType: Input should be 'NodePort' or 'LoadBalancer'"),
     ({"slurm": {"login": {"nodePort": 22}}}, "slurm-platform:slurm.login.nodePort: Input should be greater than or equal to 30000"),
     ({"slurm": {"login": {"allowedSourceRanges": ["everyone"]}}}, "slurm-platform:slurm.login.allowedSourceRanges[0]: must be a CIDR block"),
-    ({"slurm": {"login": {"sshRootPublicKeys": ["not a key"]}}}, "slurm-platform:slurm.login.sshRootPublicKeys[0]: must be one OpenSSH public key line"),
+    (
+        {"slurm": {"login": {"sshRootPublicKeys": ["not a key"]}}},
+        "slurm-platform:slurm.login.sshRootPublicKeys[0]: must be one OpenSSH public key line",
+    ),
     ({"storage": {"jial": {}}}, "slurm-platform:storage.jial: unknown key"),
     ({"clusterr": {}}, "slurm-platform:clusterr: unknown key"),
     ({"operators": {"gpuOperator": {"version": "24.9.2"}}}, "slurm-platform:operators.gpuOperator.version: this chart's versions start with v"),
-    ({"operators": {"networkOperator": {"version": "v24.10.1"}}}, "slurm-platform:operators.networkOperator.version: this chart's versions have no leading v"),
+    (
+        {"operators": {"networkOperator": {"version": "v24.10.1"}}},
+        "slurm-platform:operators.networkOperator.version: this chart's versions have no leading v",
+    ),
     ({"operators": {"soperator": {"version": "1.15.0"}}}, "slurm-platform:operators.soperator.version: Input should be '1.14.10'"),
     (
         {"operators": {"networkOperator": {"nodeFeatureDiscovery": True}}},
@@ -167,7 +173,10 @@ INVALID = [
         {"environment": "prod", "slurm": {"login": {"serviceType": "LoadBalancer"}}},
         "slurm-platform:slurm.login.serviceType: a production LoadBalancer needs allowedSourceRanges or a private-LB entry",
     ),
-    ({"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}}, "slurm-platform:slurm.worker.slurmd.gpu: is more than any GPU pool has per node (8); got 16"),
+    (
+        {"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}},
+        "slurm-platform:slurm.worker.slurmd.gpu: is more than any GPU pool has per node (8); got 16",
+    ),
 ]
 
 

@@ -46,7 +46,7 @@ def charts(run) -> dict[str, Any]:
 
 # --- user Helm values ----------------------------------------------------------------------
 
-USER_VALUES = {
+USER_VALUES: dict[str, dict[str, Any]] = {
     "gpuOperator": {"driver": {"enabled": False, "repository": "registry.example.com/nvidia"}, "mig": {"strategy": "mixed"}},
     "networkOperator": {"nfd": {"enabled": False}, "operator": {"resources": {"limits": {"memory": "1Gi"}}}},
     "soperator": {"controllerManager": {"manager": {"resources": {"limits": {"memory": "512Mi"}}}}},
@@ -64,7 +64,7 @@ CHART_OF = {
 
 @pytest.mark.parametrize("operator", sorted(USER_VALUES))
 def test_user_helm_values_reach_the_chart_and_win(operator):
-    operators = {key: {"values": values} for key, values in USER_VALUES.items()}
+    operators: dict[str, dict[str, Any]] = {key: {"values": values} for key, values in USER_VALUES.items()}
     operators["certManager"]["install"] = True
     run = platform_run(with_changes("prod-hanoi", operators=operators))
     values = charts(run)[CHART_OF[operator]].inputs["values"]
@@ -152,6 +152,7 @@ def test_the_restricted_login_service_keeps_client_addresses():
     # Local: no second hop through another node, so the client address the
     # source ranges are checked against is the real one.
     service = restricted_login_service(parse_config(stack_config("prod-hanoi")))
+    assert service is not None
     assert service["spec"]["externalTrafficPolicy"] == "Local"
     assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
 
@@ -205,8 +206,8 @@ def test_each_operator_namespace_is_declared_once():
 def test_deep_merge_is_deep_and_copies():
     from components.operators import deep_merge
 
-    ours = {"driver": {"enabled": True, "env": {"A": "1"}}, "mig": {"strategy": "single"}, "list": [1]}
-    theirs = {"driver": {"env": {"B": "2"}}, "mig": "off", "new": {"x": 1}}
+    ours: dict[str, Any] = {"driver": {"enabled": True, "env": {"A": "1"}}, "mig": {"strategy": "single"}, "list": [1]}
+    theirs: dict[str, Any] = {"driver": {"env": {"B": "2"}}, "mig": "off", "new": {"x": 1}}
     merged = deep_merge(ours, theirs)
     assert merged == {"driver": {"enabled": True, "env": {"A": "1", "B": "2"}}, "mig": "off", "list": [1], "new": {"x": 1}}
     merged["driver"]["env"]["A"] = "changed"

@@ -7,11 +7,14 @@ violation, a wrong default)."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
+from pulumi_policy import PolicyResource
 
 from components.config import parse_config
 from components.node_pools import karpenter_node_pool
+from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on sys.path)
 from tests.harness import stack_config
 from tests.test_policies import (
     DEPLOYMENT,
@@ -22,7 +25,6 @@ from tests.test_policies import (
     one,
     resource,
 )
-from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on sys.path)
 
 
 def test_karpenter_node_pool_exact():
@@ -56,9 +58,7 @@ def test_karpenter_node_pool_without_instance_types_or_gpus():
     raw = stack_config("dev")
     raw["nodePools"][1]["karpenter"] = {}
     manifest = karpenter_node_pool(parse_config(raw).node_pools[1])
-    assert manifest["spec"]["template"]["spec"]["requirements"] == [
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-    ]
+    assert manifest["spec"]["template"]["spec"]["requirements"] == [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
     assert manifest["spec"]["limits"] == {"cpu": "32", "memory": "128Gi"}
     assert "taints" not in manifest["spec"]["template"]["spec"]
 
@@ -74,8 +74,11 @@ def accounting_cluster(mariadb: dict) -> dict:
 
 
 def test_mariadb_demand_defaults_one_replica_and_persistent_storage():
-    mariadb = {"enabled": True, "resources": {"cpu": "2", "memory": "4Gi"},
-               "storage": {"volumeClaimTemplate": {"resources": {"requests": {"storage": "10Gi"}}}}}
+    mariadb = {
+        "enabled": True,
+        "resources": {"cpu": "2", "memory": "4Gi"},
+        "storage": {"volumeClaimTemplate": {"resources": {"requests": {"storage": "10Gi"}}}},
+    }
     demand = stack_demand([resource(SLURM_CLUSTER, accounting_cluster(mariadb))])
     assert demand.totals["vcpu"] == 2 and demand.totals["memoryGi"] == 4
     assert demand.totals["storageGi"] == 10 and demand.totals["pvcs"] == 1
@@ -95,10 +98,14 @@ def test_mariadb_demand_replicas_ephemeral_and_disabled():
 
 
 def test_workload_demand_labels_name_kind_and_object():
-    statefulset = {"metadata": {"name": "ldap", "namespace": "ns"}, "spec": {"template": {"spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}
-    deployment = {"metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 2, "template": {"spec": {"containers": [
-        {"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}}]}}}}
+    statefulset = {
+        "metadata": {"name": "ldap", "namespace": "ns"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}},
+    }
+    deployment = {
+        "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}}]}}},
+    }
     demand = stack_demand([resource(STATEFUL_SET, statefulset), resource(DEPLOYMENT, deployment)])
     assert demand.totals["vcpu"] == 2
     assert demand.largest("vcpu") == ["StatefulSet ns/ldap: 1 x (1 CPU, 1Gi)", "Deployment ns/web: 2 x (0.5 CPU, 0.25Gi)"]
@@ -114,8 +121,10 @@ def submount(name: str, path: str, source: str) -> dict:
 def test_submount_consistency_reports_every_mismatch_on_both_sides():
     login = [submount("a", "/a", "a"), submount("b", "/b", "b"), submount("only-login", "/l", "l")]
     worker = [submount("a", "/x", "a"), submount("b", "/b", "other"), submount("only-worker", "/w", "w")]
-    cluster = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"slurmNodes": {
-        "login": {"volumes": {"jailSubMounts": login}}, "worker": {"volumes": {"jailSubMounts": worker}}}}}
+    cluster = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"slurmNodes": {"login": {"volumes": {"jailSubMounts": login}}, "worker": {"volumes": {"jailSubMounts": worker}}}},
+    }
     messages = check("slurm-jail-submounts-consistent", resource(SLURM_CLUSTER, cluster))
     assert len(messages) == 4, messages
     text = "\n".join(messages)
@@ -149,7 +158,7 @@ def test_claims_outside_the_data_pattern_are_not_judged():
 # --- shared helpers of the pack ------------------------------------------------------------------
 
 from slurm_policies.common import display, fmt_number, get, name_of  # noqa: E402
-from slurm_policies.quota import Pool, PodShape, container_shape, count, gpu_pools, node_enabled, requests_of, storage_gi  # noqa: E402
+from slurm_policies.quota import PodShape, Pool, container_shape, count, gpu_pools, node_enabled, requests_of, storage_gi  # noqa: E402
 from slurm_policies.volumes import same_namespace  # noqa: E402
 
 
@@ -205,8 +214,10 @@ def test_resource_arithmetic_defaults():
 
 
 def quota_stack_at(vcpu: float) -> tuple:
-    statefulset = {"metadata": {"name": "s", "namespace": "ns"}, "spec": {"template": {"spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": str(vcpu), "memory": "1Gi"}}}]}}}}
+    statefulset = {
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": str(vcpu), "memory": "1Gi"}}}]}}},
+    }
     return (resource(STATEFUL_SET, statefulset),)
 
 
@@ -214,14 +225,16 @@ def test_region_quota_allows_exactly_the_quota():
     config = {"region": "r", "quotas": {"r": {"vcpu": 4}}}
     assert check("slurm-region-quota", *quota_stack_at(4), config=config) == []
     one(check("slurm-region-quota", *quota_stack_at(4.5), config=config), "vcpu: asked 4.5 > allowed 4")
-    one(check("slurm-region-quota", *quota_stack_at(1), config={"region": "other", "quotas": {"r": {"vcpu": 4}}}),
-        "no quota for region 'other'")
+    one(check("slurm-region-quota", *quota_stack_at(1), config={"region": "other", "quotas": {"r": {"vcpu": 4}}}), "no quota for region 'other'")
     # One region configured: it applies without naming it.
     one(check("slurm-region-quota", *quota_stack_at(5), config={"quotas": {"r": {"vcpu": 4}}}), "the 'r' quota")
 
 
 def test_worker_fit_counts_one_worker_without_a_size():
-    cluster = {"metadata": {"name": "c"}, "spec": {"slurmNodes": {"worker": {"slurmd": {"resources": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}}}}}}
+    cluster: dict[str, Any] = {
+        "metadata": {"name": "c"},
+        "spec": {"slurmNodes": {"worker": {"slurmd": {"resources": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}}}}},
+    }
     config = {"nodePools": {"gpu": {"cpu": 112, "memoryGi": 1250, "gpus": 8, "nodes": 1}}}
     assert check("slurm-worker-node-fit", resource(SLURM_CLUSTER, cluster), config=config) == []
     cluster["spec"]["slurmNodes"]["worker"]["size"] = 2
@@ -231,17 +244,24 @@ def test_worker_fit_counts_one_worker_without_a_size():
 def test_source_range_annotation_adds_to_the_spec():
     from slurm_policies.safety import source_ranges
 
-    props = {"metadata": {"annotations": {"service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8, 192.168.0.0/16,"}},
-             "spec": {"loadBalancerSourceRanges": [" 203.0.113.0/24 "]}}
+    props = {
+        "metadata": {"annotations": {"service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8, 192.168.0.0/16,"}},
+        "spec": {"loadBalancerSourceRanges": [" 203.0.113.0/24 "]},
+    }
     assert source_ranges(props) == ["203.0.113.0/24", "10.0.0.0/8", "192.168.0.0/16"]
 
 
 def test_claim_names_follow_the_policy_config():
-    cluster = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"volumeSources": [
-        {"name": "jail", "persistentVolumeClaim": {"claimName": "my-jail"}},
-        {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "my-spool"}},
-        {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}},
-    ]}}
+    cluster = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "volumeSources": [
+                {"name": "jail", "persistentVolumeClaim": {"claimName": "my-jail"}},
+                {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "my-spool"}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}},
+            ]
+        },
+    }
     config = {"jailClaimName": "my-jail", "spoolClaimName": "my-spool", "submountClaimPattern": "{name}-claim"}
     assert check("slurm-volume-claim-names", resource(SLURM_CLUSTER, cluster), config=config) == []
     messages = check("slurm-volume-claim-names", resource(SLURM_CLUSTER, cluster))
@@ -249,11 +269,26 @@ def test_claim_names_follow_the_policy_config():
 
 
 def test_volume_references_report_every_missing_claim_with_its_namespace():
-    cluster = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"volumeSources": [
-        {"name": "jail", "persistentVolumeClaim": {"claimName": "jail-pvc"}},
-        {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "controller-spool-pvc"}},
-    ], "slurmNodes": {"worker": {"volumes": {"jail": {"volumeSourceName": "jail"}, "jailSubMounts": [
-        {"name": "a", "mountPath": "/a", "volumeSourceName": "a"}, {"name": "b", "mountPath": "/b", "volumeSourceName": "b"}]}}}}}
+    cluster = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "volumeSources": [
+                {"name": "jail", "persistentVolumeClaim": {"claimName": "jail-pvc"}},
+                {"name": "controller-spool", "persistentVolumeClaim": {"claimName": "controller-spool-pvc"}},
+            ],
+            "slurmNodes": {
+                "worker": {
+                    "volumes": {
+                        "jail": {"volumeSourceName": "jail"},
+                        "jailSubMounts": [
+                            {"name": "a", "mountPath": "/a", "volumeSourceName": "a"},
+                            {"name": "b", "mountPath": "/b", "volumeSourceName": "b"},
+                        ],
+                    }
+                }
+            },
+        },
+    }
     messages = check("slurm-volume-references", resource(SLURM_CLUSTER, cluster))
     text = "\n".join(messages)
     assert len(messages) == 4, messages
@@ -265,15 +300,18 @@ def test_volume_references_report_every_missing_claim_with_its_namespace():
 
 def test_data_volume_shape_reports_every_claim_and_follows_the_pattern():
     def claim(name, modes, size="100Gi"):
-        return resource("kubernetes:core/v1:PersistentVolumeClaim", {"metadata": {"name": name, "namespace": "ns"},
-                        "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}}})
+        return resource(
+            "kubernetes:core/v1:PersistentVolumeClaim",
+            {"metadata": {"name": name, "namespace": "ns"}, "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}}},
+        )
 
-    messages = check("slurm-data-volume-shape", claim("jail-pvc", ["ReadWriteOnce"], "10Gi"),
-                     claim("controller-spool-pvc", ["ReadWriteOnce"]))
+    messages = check("slurm-data-volume-shape", claim("jail-pvc", ["ReadWriteOnce"], "10Gi"), claim("controller-spool-pvc", ["ReadWriteOnce"]))
     assert len(messages) == 3, messages
     assert check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"])) == []
-    one(check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"]), config={"dataClaimPattern": "^scratch$"}),
-        "PersistentVolumeClaim ns/scratch (Slurm volume 'data')")
+    one(
+        check("slurm-data-volume-shape", claim("scratch", ["ReadWriteOnce"]), config={"dataClaimPattern": "^scratch$"}),
+        "PersistentVolumeClaim ns/scratch (Slurm volume 'data')",
+    )
 
 
 # --- no-secrets-in-plain-config and pinned-chart-versions: config honoured, every finding -------
@@ -281,14 +319,14 @@ def test_data_volume_shape_reports_every_claim_and_follows_the_pattern():
 from tests.test_policies import SECRET, chart, config_map  # noqa: E402
 
 
-def deployment_with_env(*env: dict) -> object:
-    return resource(DEPLOYMENT, {"metadata": {"name": "d", "namespace": "ns"},
-                                 "spec": {"template": {"spec": {"containers": [{"name": "c", "env": list(env)}]}}}})
+def deployment_with_env(*env: dict) -> PolicyResource:
+    return resource(
+        DEPLOYMENT, {"metadata": {"name": "d", "namespace": "ns"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "env": list(env)}]}}}}
+    )
 
 
 def test_plain_secrets_reports_every_env_and_key():
-    messages = check("no-secrets-in-plain-config", deployment_with_env(
-        {"name": "DB_PASSWORD", "value": "x"}, {"name": "API_TOKEN", "value": "y"}))
+    messages = check("no-secrets-in-plain-config", deployment_with_env({"name": "DB_PASSWORD", "value": "x"}, {"name": "API_TOKEN", "value": "y"}))
     assert len(messages) == 2
     assert len(check("no-secrets-in-plain-config", config_map({"password": "x", "token": "y"}))) == 2
     assert len(check("no-secrets-in-plain-config", config_map({"a": "bindpw x", "b": "ldap_default_authtok = y"}))) == 2
@@ -296,12 +334,18 @@ def test_plain_secrets_reports_every_env_and_key():
 
 def test_plain_secrets_follow_the_policy_config():
     assert check("no-secrets-in-plain-config", deployment_with_env({"name": "PIN", "value": "1"})) == []
-    one(check("no-secrets-in-plain-config", deployment_with_env({"name": "PIN", "value": "1"}), config={"secretNamePattern": "^pin$"}),
-        "env PIN carries a literal value")
-    one(check("no-secrets-in-plain-config", config_map({"conf": "VAULT-KEY: abc"}), config={"secretValuePatterns": ["vault-key"]}),
-        "matches 'vault-key'")
-    assert check("no-secrets-in-plain-config", deployment_with_env({"name": "DB_PASSWORD_REF", "value": "x"}),
-                 config={"allowedNamePattern": "_ref$"}) == []
+    one(
+        check("no-secrets-in-plain-config", deployment_with_env({"name": "PIN", "value": "1"}), config={"secretNamePattern": "^pin$"}),
+        "env PIN carries a literal value",
+    )
+    one(
+        check("no-secrets-in-plain-config", config_map({"conf": "VAULT-KEY: abc"}), config={"secretValuePatterns": ["vault-key"]}),
+        "matches 'vault-key'",
+    )
+    assert (
+        check("no-secrets-in-plain-config", deployment_with_env({"name": "DB_PASSWORD_REF", "value": "x"}), config={"allowedNamePattern": "_ref$"})
+        == []
+    )
     assert check("no-secrets-in-plain-config", config_map({"password": "x"}), config={"allowedNames": ["password"]}) == []
 
 
@@ -310,17 +354,20 @@ def test_config_credentials_in_lists_short_values_and_raw_secret_data(monkeypatc
 
     from slurm_policies.safety import config_credentials
 
-    stack = {"slurm-platform:operators": json.dumps({"x": {"values": {"users": [{"name": "a", "password": "Zq8-list-password"}]}}}),
-             "slurm-platform:other": json.dumps({"token": "short"})}
+    stack = {
+        "slurm-platform:operators": json.dumps({"x": {"values": {"users": [{"name": "a", "password": "Zq8-list-password"}]}}}),
+        "slurm-platform:other": json.dumps({"token": "short"}),
+    }
     assert config_credentials(stack) == {"Zq8-list-password": "slurm-platform:operators.x.values.users[0].password"}
     assert config_credentials(stack, min_length=4) == {
-        "Zq8-list-password": "slurm-platform:operators.x.values.users[0].password", "short": "slurm-platform:other.token"}
+        "Zq8-list-password": "slurm-platform:operators.x.values.users[0].password",
+        "short": "slurm-platform:other.token",
+    }
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps(stack))
     # data that is not base64 is compared as it is
     raw = {"metadata": {"name": "s"}, "data": {"pw": "not base64! Zq8-list-password"}}
     one(check("no-secrets-in-plain-config", resource(SECRET, raw)), "data key 'pw' carries the credential")
-    one(check("no-secrets-in-plain-config", config_map({"x": "short"}), config={"minCredentialLength": 4}),
-        "slurm-platform:other.token")
+    one(check("no-secrets-in-plain-config", config_map({"x": "short"}), config={"minCredentialLength": 4}), "slurm-platform:other.token")
 
 
 def test_pinned_charts_reports_every_chart_by_kind():
@@ -332,5 +379,7 @@ def test_pinned_charts_reports_every_chart_by_kind():
 def test_data_protection_follows_the_claim_pattern():
     pvc = {"metadata": {"name": "scratch", "namespace": "ns"}}
     assert check("protect-slurm-data-volumes", resource("kubernetes:core/v1:PersistentVolumeClaim", pvc)) == []
-    one(check("protect-slurm-data-volumes", resource("kubernetes:core/v1:PersistentVolumeClaim", pvc), config={"dataClaimPattern": "^scratch$"}),
-        "PersistentVolumeClaim ns/scratch holds Slurm data")
+    one(
+        check("protect-slurm-data-volumes", resource("kubernetes:core/v1:PersistentVolumeClaim", pvc), config={"dataClaimPattern": "^scratch$"}),
+        "PersistentVolumeClaim ns/scratch holds Slurm data",
+    )

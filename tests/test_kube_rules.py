@@ -9,18 +9,88 @@ import pytest
 from policies import kube_rules as rules
 
 DNS1123_LABEL_GOOD = ["a", "ab", "abc", "a1", "a-1", "a--1--2--b", "0", "01", "012", "1a", "1-a", "1--a--b--2", "a" * 63]
-DNS1123_LABEL_BAD = ["", "A", "ABC", "aBc", "A1", "A-1", "1-A", "-", "a-", "-a", "1-", "-1", "_", "a_", "_a", "a_b",
-                     "1_", "_1", "1_2", ".", "a.", ".a", "a.b", "1.", ".1", "1.2", " ", "a ", " a", "a b", "1 ", " 1",
-                     "1 2", "a" * 64, "a\n", "\u0430"]
-QUALIFIED_GOOD = ["simple", "now-with-dashes", "1-starts-with-num", "1234", "simple/simple", "now-with-dashes/simple",
-                  "now-with-dashes/now-with-dashes", "now.with.dots/simple", "now-with.dashes-and.dots/simple",
-                  "1-num.2-num/3-num", "1234/5678", "1.2.3.4/5678", "Uppercase_Is_OK_123", "example.com/Uppercase_Is_OK_123",
-                  "requests.storage-foo", "a" * 63, "a" * 253 + "/" + "b" * 63]
-QUALIFIED_BAD = ["nospecialchars%^=@", "cantendwithadash-", "-cantstartwithadash-", "only/one/slash", "Example.com/abc",
-                 "example_com/abc", "example.com/", "/simple", "a" * 64, "a" * 254 + "/abc", "", "nvidia.com/gpu\n"]
+DNS1123_LABEL_BAD = [
+    "",
+    "A",
+    "ABC",
+    "aBc",
+    "A1",
+    "A-1",
+    "1-A",
+    "-",
+    "a-",
+    "-a",
+    "1-",
+    "-1",
+    "_",
+    "a_",
+    "_a",
+    "a_b",
+    "1_",
+    "_1",
+    "1_2",
+    ".",
+    "a.",
+    ".a",
+    "a.b",
+    "1.",
+    ".1",
+    "1.2",
+    " ",
+    "a ",
+    " a",
+    "a b",
+    "1 ",
+    " 1",
+    "1 2",
+    "a" * 64,
+    "a\n",
+    "\u0430",
+]
+QUALIFIED_GOOD = [
+    "simple",
+    "now-with-dashes",
+    "1-starts-with-num",
+    "1234",
+    "simple/simple",
+    "now-with-dashes/simple",
+    "now-with-dashes/now-with-dashes",
+    "now.with.dots/simple",
+    "now-with.dashes-and.dots/simple",
+    "1-num.2-num/3-num",
+    "1234/5678",
+    "1.2.3.4/5678",
+    "Uppercase_Is_OK_123",
+    "example.com/Uppercase_Is_OK_123",
+    "requests.storage-foo",
+    "a" * 63,
+    "a" * 253 + "/" + "b" * 63,
+]
+QUALIFIED_BAD = [
+    "nospecialchars%^=@",
+    "cantendwithadash-",
+    "-cantstartwithadash-",
+    "only/one/slash",
+    "Example.com/abc",
+    "example_com/abc",
+    "example.com/",
+    "/simple",
+    "a" * 64,
+    "a" * 254 + "/abc",
+    "",
+    "nvidia.com/gpu\n",
+]
 LABEL_VALUE_GOOD = ["simple", "now-with-dashes", "1-starts-with-num", "end-with-num-1", "1234", "a" * 63, ""]
-LABEL_VALUE_BAD = ["nospecialchars%^=@", "Tama-nui-te-r\u0101.is.M\u0101ori.sun", "\\backslashes\\are\\bad",
-                   "-starts-with-dash", "ends-with-dash-", ".starts.with.dot", "ends.with.dot.", "a" * 64]
+LABEL_VALUE_BAD = [
+    "nospecialchars%^=@",
+    "Tama-nui-te-r\u0101.is.M\u0101ori.sun",
+    "\\backslashes\\are\\bad",
+    "-starts-with-dash",
+    "ends-with-dash-",
+    ".starts.with.dot",
+    "ends.with.dot.",
+    "a" * 64,
+]
 
 
 @pytest.mark.parametrize("value", DNS1123_LABEL_GOOD)
@@ -111,8 +181,13 @@ def test_not_exact_versions(version):
 
 
 def test_image_references():
-    for good in ("docker.io/bitnamilegacy/openldap:2.6.10", "registry:5000/a/b:1", "[::1]:5000/a:b",
-                 "ghcr.io/x/y@sha256:" + "a" * 64, "mariadb:11.4.3"):
+    for good in (
+        "docker.io/bitnamilegacy/openldap:2.6.10",
+        "registry:5000/a/b:1",
+        "[::1]:5000/a:b",
+        "ghcr.io/x/y@sha256:" + "a" * 64,
+        "mariadb:11.4.3",
+    ):
         assert rules.image_reference_errors(good) == [], good
     for bad in ("Docker.io/Bitnami/x:1", "x:latest", "x", "a b:1", "x:" + "t" * 129, ""):
         assert rules.image_reference_errors(bad), bad

@@ -7,8 +7,8 @@ and lists), so every helper here tests for the abstract types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional
 
 import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 from pulumi_policy import PolicyResource, StackValidationArgs

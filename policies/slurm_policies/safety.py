@@ -7,10 +7,11 @@ import base64
 import binascii
 import json
 import re
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
 
+import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 import pulumi
-
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
@@ -20,8 +21,6 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-
-import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 
 from .common import (
     CHART_TYPES,
@@ -89,14 +88,15 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
             continue
         ranges = source_ranges(service.props)
         problem = (
-            f"loadBalancerSourceRanges {ranges} together cover the whole {' and '.join(open_to(ranges))} internet" if ranges
+            f"loadBalancerSourceRanges {ranges} together cover the whole {' and '.join(open_to(ranges))} internet"
+            if ranges
             else "it has no loadBalancerSourceRanges and no private-LB annotation"
         )
         report(
             violation(
                 f"Service {display(service.props, service.name)} is a LoadBalancer reachable from the internet: {problem}",
                 "set spec.loadBalancerSourceRanges to the office/VPN CIDRs (slurm.login.allowedSourceRanges), "
-                f"or make it internal with an annotation such as {example[0]}: \"{example[1]}\"",
+                f'or make it internal with an annotation such as {example[0]}: "{example[1]}"',
             ),
             service.urn,
         )
@@ -122,7 +122,7 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
                 "sshdServiceAnnotations holds no private-LB annotation, so SSH is open to the internet",
                 "set slurm.login.allowedSourceRanges (the program then keeps the CR on NodePort and exposes SSH through "
                 "its own LoadBalancer with loadBalancerSourceRanges), or add a private-LB annotation such as "
-                f"{example[0]}: \"{example[1]}\" to slurm.login.serviceAnnotations",
+                f'{example[0]}: "{example[1]}" to slurm.login.serviceAnnotations',
             ),
             cluster.urn,
         )
@@ -251,12 +251,7 @@ def config_credentials(stack_config: Mapping[str, Any], min_length: int = DEFAUL
             value = raw
         for path, leaf in _leaves(value, str(full_key)):
             last = re.split(r"[.:\[]", path)[-1]
-            if (
-                isinstance(leaf, str)
-                and len(leaf) >= min_length
-                and CREDENTIAL_KEY.search(last)
-                and not REFERENCE_KEY.search(last)
-            ):
+            if isinstance(leaf, str) and len(leaf) >= min_length and CREDENTIAL_KEY.search(last) and not REFERENCE_KEY.search(last):
                 found.setdefault(leaf, path)
     return found
 
@@ -283,18 +278,14 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
     if args.resource_type not in (CONFIG_MAP, SECRET, *POD_TEMPLATE_TYPES):
         return
     config = args.get_config()
-    credentials = config_credentials(
-        pulumi.runtime.get_config_env(), int(config_value(config, "minCredentialLength", DEFAULT_MIN_CREDENTIAL_LENGTH))
-    )
+    credentials = config_credentials(pulumi.runtime.get_config_env(), int(config_value(config, "minCredentialLength", DEFAULT_MIN_CREDENTIAL_LENGTH)))
 
     def from_config(text: Any) -> Optional[str]:
         """The config key whose credential appears in `text`, if any."""
         return next((key for value, key in credentials.items() if value in str(text)), None)
 
     name_pattern = re.compile(config_value(config, "secretNamePattern", DEFAULT_SECRET_NAME_PATTERN), re.IGNORECASE)
-    value_patterns = [
-        re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)
-    ]
+    value_patterns = [re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)]
     allowed_names = set(config_value(config, "allowedNames", []))
     allowed_pattern = re.compile(config_value(config, "allowedNamePattern", DEFAULT_ALLOWED_NAME_PATTERN), re.IGNORECASE)
     label = display(args.props, args.name)
@@ -328,16 +319,18 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
             for key, value in items(get(args.props, field)):
                 if suspicious_name(str(key)):
                     report(
-                        violation(f"ConfigMap {label}: {field} key '{key}' looks like a secret; ConfigMaps are not encrypted "
-                                  "and anyone who can read the namespace can read them", fix),
+                        violation(
+                            f"ConfigMap {label}: {field} key '{key}' looks like a secret; ConfigMaps are not encrypted "
+                            "and anyone who can read the namespace can read them",
+                            fix,
+                        ),
                         None,
                     )
                     continue
                 source = from_config(value)
                 if source:
                     report(
-                        violation(f"ConfigMap {label}: {field} key '{key}' carries the credential from stack config "
-                                  f"{source} in plain text", fix),
+                        violation(f"ConfigMap {label}: {field} key '{key}' carries the credential from stack config {source} in plain text", fix),
                         None,
                     )
                     continue
@@ -345,8 +338,7 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
                     marker = next((p.pattern for p in value_patterns if p.search(str(value))), None)
                     if marker:
                         report(
-                            violation(f"ConfigMap {label}: the value of data key '{key}' contains secret material "
-                                      f"(matches '{marker}')", fix),
+                            violation(f"ConfigMap {label}: the value of data key '{key}' contains secret material (matches '{marker}')", fix),
                             None,
                         )
         return
