@@ -2,6 +2,7 @@
 
 import base64
 
+import pulumi
 import pytest
 
 from components.config import parse_config
@@ -35,6 +36,16 @@ def test_munge_key_is_1024_random_characters_in_the_cluster_secret():
     assert secret.inputs["data"] == {"munge.key": base64.b64encode(b"p" * 1024).decode()}
     assert "data" in secret.secret_inputs and "data" in secret.additional_secret_outputs
     assert run.outputs["name"] == "fpt-hpc-munge"
+
+
+def test_secret_data_passes_on_a_key_a_targeted_up_skipped():
+    from components.munge import secret_data
+
+    def program():
+        return {"skipped": secret_data(pulumi.Output.from_input(None)), "key": secret_data(pulumi.Output.from_input("k"))}
+
+    run = run_under_mocks(program)
+    assert run.outputs == {"skipped": None, "key": base64.b64encode(b"k").decode()}
 
 
 def test_munge_rotation_is_a_keeper():
