@@ -45,12 +45,14 @@ def generated_key(name: str, length: int, rotation: int, opts: pulumi.ResourceOp
     return random.RandomPassword(name, length=length, special=False, keepers={"rotation": str(rotation)}, opts=opts)
 
 
-def secret_data(value: pulumi.Output[Optional[str]]) -> pulumi.Output[Optional[str]]:
-    """A Secret `data` entry (base64) for a secret string.
+def secret_data(value: pulumi.Output[str]) -> pulumi.Output[str]:
+    """A Secret `data` entry (base64) for a secret string."""
 
-    The value is None when a targeted `up` (`--target`/`--exclude`) skips the key: pass that on.
-    """
-    return pulumi.Output.secret(value.apply(lambda text: None if text is None else base64.b64encode(text.encode()).decode()))
+    def encode(text: str) -> str:
+        # `text` is None when a targeted `up` (--target/--exclude) skipped the key: pass that on.
+        return text and base64.b64encode(text.encode()).decode()
+
+    return pulumi.Output.secret(value.apply(encode))
 
 
 # soperator 1.14.10's workload names (its naming package: no cluster prefix).
