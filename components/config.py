@@ -145,10 +145,20 @@ class NodePoolConfig(Model):
         default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
     )
     karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+    slurm_workers: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Slurm workers on this GPU pool (soperator 4.x NodeSet, ACK worker group or Slinky NodeSet replicas); "
+        "default: nodeCount. soperator 1.14.10 has one worker group: slurm.worker.size.",
+    )
 
     @property
     def has_gpu(self) -> bool:
         return self.gpus_per_node > 0
+
+    @property
+    def worker_replicas(self) -> int:
+        return self.node_count if self.slurm_workers is None else self.slurm_workers
 
 
 def _default_pools() -> list[NodePoolConfig]:
@@ -215,9 +225,15 @@ class NetworkOperatorConfig(ChartConfig):
     )
 
 
+SOPERATOR_VERSIONS = ("1.14.10", "4.1.7")
+
+
 class SoperatorConfig(ChartConfig):
     namespace: DnsLabel = "soperator-system"
-    version: Literal["1.14.10"] = Field("1.14.10", description="soperator release; the SlurmCluster shape follows it.")
+    version: Literal[SOPERATOR_VERSIONS] = Field(
+        "1.14.10",
+        description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
+    )
     repository: str = "oci://cr.eu-north1.nebius.cloud/soperator"
 
 
@@ -236,12 +252,40 @@ class MariadbOperatorConfig(ChartConfig):
 class CertManagerConfig(ChartConfig):
     install: bool = Field(
         False,
-        description="No operator here needs it (soperator 1.14.10 registers no webhooks; mariadb-operator uses its own "
-        "cert controller); install it for your own Certificates, e.g. LDAP TLS.",
+        description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
+        "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
     )
     namespace: DnsLabel = "cert-manager"
     version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v1.16.2"
     repository: str = "https://charts.jetstack.io"
+
+
+class AckSlurmOperatorConfig(ChartConfig):
+    """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
+
+    install: bool = Field(False, description="Declare the Helm release; the default false matches the guide (ACK marketplace).")
+    namespace: DnsLabel = "ack-slurm-operator"
+    version: str = Field("", description="Chart version (required with install: true).")
+    repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
+    api_generation: Literal["2024-06", "2024-12"] = Field(
+        "2024-12",
+        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 "
+        "(spec.slurmctld, slurmdbd, slurmrestd).",
+    )
+
+    @model_validator(mode="after")
+    def _chart_named_when_installed(self) -> "AckSlurmOperatorConfig":
+        if self.install and not (self.version and self.repository):
+            raise ValueError("install: true needs version and repository (the chart is not published in a public repo)")
+        return self
+
+
+class SlinkyOperatorConfig(ChartConfig):
+    """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
+
+    namespace: DnsLabel = "slinky"
+    version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
+    repository: str = "oci://ghcr.io/slinkyproject/charts"
 
 
 class OperatorsConfig(Model):
@@ -250,6 +294,8 @@ class OperatorsConfig(Model):
     soperator: SoperatorConfig = SoperatorConfig()
     mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
     cert_manager: CertManagerConfig = CertManagerConfig()
+    ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
+    slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -381,7 +427,11 @@ def _res(cpu: str, memory: str, ephemeral: str) -> PodResources:
 
 class ImagesConfig(Model):
     registry: str = Field("cr.eu-north1.nebius.cloud/soperator", description="soperator image registry.")
-    tag: str = Field("1.14.10-jammy-slurm24.05.2", description="Image tag shared by soperator's Slurm images.")
+    tag: Optional[str] = Field(
+        None,
+        description="Image tag shared by soperator's Slurm images; default: the release's own "
+        "(1.14.10-jammy-slurm24.05.2 for 1.14.10, 4.1.7-slurm25.11.3 for 4.1.7).",
+    )
     mariadb: str = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
 
 
@@ -471,6 +521,73 @@ class PopulateJailConfig(Model):
     )
 
 
+# ---------------------------------------------------------------------------
+# Per-operator Slurm settings (the operator-neutral ones above are shared)
+
+
+class HomeNasConfig(Model):
+    """The guide's shared /home: an existing NAS file system bound through a static PersistentVolume."""
+
+    server: str = Field(..., min_length=1, description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+    path: str = Field("/", pattern=r"^/", description="Directory on the NAS.")
+    size: Quantity = "1Ti"
+    claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
+    nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
+
+
+class AckAutoscalingConfig(Model):
+    """Slurm power saving with CLOUD nodes: slurmctld-copilot resumes/suspends workers by patching the CR."""
+
+    enabled: bool = False
+    max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
+    suspend_time: int = Field(600, ge=1, description="SuspendTime: idle seconds before a worker is suspended.")
+    suspend_timeout: int = Field(600, ge=1)
+    resume_timeout: int = Field(600, ge=1)
+    resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
+    suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
+    suspend_program: str = Field("/slurm-suspend.sh", pattern=r"^/", description="As the guide's image ships it.")
+    resume_program: str = Field("/slurm-resume.sh", pattern=r"^/")
+
+
+class AckClusterConfig(Model):
+    """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
+
+    image: str = Field(..., min_length=1, description="Slurm image for head and workers (the guide's, or your own build).")
+    slurm_conf_path: str = Field("/var/slurm", pattern=r"^/", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
+    munge_key_dir: str = Field(
+        "/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key."
+    )
+    slurmctld_host: Optional[str] = Field(None, description="SlurmctldHost in slurm.conf; default <cluster>-head.")
+    home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
+    slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
+        None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
+    )
+    autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
+    extra_slurm_conf: list[str] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim.")
+
+
+class SlinkyClusterConfig(Model):
+    registry: str = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
+    tag: str = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
+    controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
+    controller_storage_class_name: Optional[str] = Field(None, description="Class of that volume; cluster default when unset.")
+    rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
+    rest_api_replicas: int = Field(1, ge=1)
+
+
+class PartitionConfig(Model):
+    """A Slurm partition over GPU pools (soperator 4.x, ACK and Slinky; soperator 1.14.10 has one implicit partition)."""
+
+    name: DnsLabel
+    pools: list[DnsLabel] = Field(default_factory=list, description="GPU pool names; empty: every GPU pool.")
+    default: bool = Field(False, description="The partition jobs go to when they name none.")
+    config: str = Field("MaxTime=INFINITE State=UP", pattern=r"^[^\n]*$", description="Further PartitionName options.")
+
+
+def _default_partitions() -> list[PartitionConfig]:
+    return [PartitionConfig(name="main", default=True)]
+
+
 class SlurmConfig(Model):
     images: ImagesConfig = ImagesConfig()
     controller: ControllerConfig = ControllerConfig()
@@ -481,14 +598,27 @@ class SlurmConfig(Model):
     nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
     populate_jail: PopulateJailConfig = PopulateJailConfig()
     munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
+    partitions: list[PartitionConfig] = Field(
+        default_factory=_default_partitions, min_length=1, description="Slurm partitions (default: `main` over every GPU pool)."
+    )
+    ack: Optional[AckClusterConfig] = Field(None, description="ack-slurm-operator settings (required with slurmOperator: ack).")
+    slinky: SlinkyClusterConfig = SlinkyClusterConfig()
 
 
 # ---------------------------------------------------------------------------
 # The whole stack
 
 
+SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
+
+
 class PlatformConfig(Model):
     environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
+    slurm_operator: SlurmOperatorKind = Field(
+        "soperator",
+        description="The Slurm operator: soperator (version: operators.soperator.version), ack (Alibaba ack-slurm-operator, "
+        "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
+    )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -544,6 +674,31 @@ class PlatformConfig(Model):
             raise ValueError(
                 "slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry"
             )
+        return self
+
+
+    @model_validator(mode="after")
+    def _operator_checks(self) -> "PlatformConfig":
+        accounting = self.slurm.accounting
+        if self.slurm_operator == "ack":
+            if self.slurm.ack is None:
+                raise ValueError("slurmOperator is ack: slurm.ack is required (at least slurm.ack.image)")
+            if accounting.enabled and (accounting.database != "external" or not self.slurm.ack.slurmdbd_conf_secret_name):
+                raise ValueError(
+                    "slurmOperator is ack: slurm.accounting needs database: external and slurm.ack.slurmdbdConfSecretName "
+                    "(an existing Secret with slurmdbd.conf), or slurm.accounting.enabled: false"
+                )
+        gpu_pool_names = {pool.name for pool in self.gpu_pools}
+        _require_unique([p.name for p in self.slurm.partitions], "slurm.partitions names")
+        for partition in self.slurm.partitions:
+            unknown = sorted(set(partition.pools) - gpu_pool_names)
+            if unknown:
+                raise ValueError(
+                    f"slurm.partitions {partition.name}: pools {', '.join(unknown)} are not GPU pools "
+                    f"(GPU pools: {', '.join(sorted(gpu_pool_names))})"
+                )
+        if self.slurm_operator == "slinky" and not self.ldap.enabled:
+            raise ValueError("slurmOperator is slinky: its LoginSet needs an sssd.conf, so ldap.enabled must be true")
         return self
 
 

@@ -1,6 +1,8 @@
-"""Operators as pinned Helm charts: NVIDIA GPU and Network operators, soperator,
-MariaDB operator, and cert-manager on request; plus the NicClusterPolicy the
-network operator chart no longer creates itself (since 24.10).
+"""Operators as pinned Helm charts: NVIDIA GPU and Network operators, the chosen
+Slurm operator (its module in components/slurm/ says which charts), MariaDB
+operator, and cert-manager when asked or when the Slurm operator's webhooks
+need it; plus the NicClusterPolicy the network operator chart no longer
+creates itself (since 24.10).
 
 `chart_releases()` decides what to install, in which order, with which values,
 as plain data; `Operators` turns each release into a `helm.v4.Chart`.
@@ -24,8 +26,6 @@ from .config import NodePoolConfig, PlatformConfig
 CERT_MANAGER = "cert-manager"
 GPU_OPERATOR = "gpu-operator"
 NETWORK_OPERATOR = "network-operator"
-SOPERATOR_CRDS = "soperator-crds"
-SOPERATOR = "soperator"
 MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
 
@@ -87,23 +87,28 @@ def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     return deep_merge(values, network.values)
 
 
-def soperator_values(config: PlatformConfig) -> dict[str, Any]:
-    # The operator registers the MariaDB scheme (and reconciles MariaDB CRs) only when told the CRDs exist.
-    mariadb = "true" if uses_mariadb_operator(config) else "false"
-    values = {"controllerManager": {"manager": {"env": {"isMariadbCrdInstalled": mariadb}}}}
-    return deep_merge(values, config.operators.soperator.values)
-
-
 def uses_mariadb_operator(config: PlatformConfig) -> bool:
     accounting = config.slurm.accounting
     return accounting.enabled and accounting.database == "mariadbOperator"
 
 
+def installs_cert_manager(config: PlatformConfig) -> bool:
+    """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
+    from .slurm import operator_module
+
+    cert_manager = config.operators.cert_manager
+    if "install" in cert_manager.model_fields_set:
+        return cert_manager.install
+    return operator_module(config).needs_cert_manager(config)
+
+
 def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     """Every release to install, CRD charts before the charts and CRs that need them."""
+    from .slurm import operator_module
+
     ops = config.operators
     releases: list[ChartRelease] = []
-    if ops.cert_manager.install:
+    if installs_cert_manager(config):
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
         releases.append(
@@ -131,20 +136,9 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
             ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys)
         )
         mariadb_keys += (MARIADB_OPERATOR,)
-    if ops.soperator.install:
-        sop = ops.soperator
-        chart, repo = chart_source(sop.repository, "helm-soperator-crds")
-        releases.append(ChartRelease(SOPERATOR_CRDS, chart, sop.version, sop.namespace, repo=repo))
-        chart, repo = chart_source(sop.repository, "helm-soperator")
-        releases.append(
-            ChartRelease(
-                SOPERATOR, chart, sop.version, sop.namespace, soperator_values(config), repo=repo,
-                # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
-                skip_crds=True,
-                # It watches MariaDB CRs from start-up when told they exist.
-                depends_on=(SOPERATOR_CRDS, *mariadb_keys),
-            )
-        )
+    # Webhook certificates come from cert-manager: the Slurm operator starts after it.
+    after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
+    releases += operator_module(config).chart_releases(config, after)
     return releases
 
 
@@ -231,6 +225,8 @@ class Operators(pulumi.ComponentResource):
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
         self.register_outputs({"versions": self.versions})
 
-    def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
-        """What a SlurmCluster CR must wait for: soperator's CRDs, if we install them."""
-        return [self.charts[SOPERATOR_CRDS]] if SOPERATOR_CRDS in self.charts else []
+    def crds_for_slurm_cluster(self, config: PlatformConfig) -> list[pulumi.Resource]:
+        """What the Slurm custom resources must wait for: the operator's CRDs, if we install them."""
+        from .slurm import operator_module
+
+        return [self.charts[key] for key in operator_module(config).CRD_RELEASES if key in self.charts]

@@ -12,6 +12,7 @@ from .ldap import LdapDirectory
 from .munge import MungeKey
 from .node_pools import NodePools
 from .operators import Operators
+from .slurm import operator_module
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 
@@ -47,16 +48,23 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     pools = NodePools("node-pools", config.node_pools, opts=opts)
     operators = Operators("operators", config, opts=opts)
     storage = Storage("storage", config, opts=in_namespace)
-    munge = MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
+    slurm_operator = operator_module(config)
+    munge = (
+        MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
+        if slurm_operator.USES_MUNGE
+        else None
+    )
     ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None
     slurm = SlurmCluster(
         "slurm",
         config,
         opts=pulumi.ResourceOptions.merge(
-            in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])
+            in_namespace,
+            pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(config), storage, *([munge] if munge else [])]),
         ),
     )
-    warn_about_removed_workers(config)
+    if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
+        warn_about_removed_workers(slurm_operator.worker_nodes(config))
 
     return {
         "environment": pulumi.Output.from_input(config.environment),
@@ -68,7 +76,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "sshCommand": slurm.ssh_command,
         "pvcNames": storage.claim_names,
         "storageClassName": storage.storage_class_name,
-        "mungeSecretName": munge.secret_name,
+        "mungeSecretName": munge.secret_name if munge else pulumi.Output.from_input(None),
         "ldapUri": ldap.uri if ldap else pulumi.Output.from_input(None),
         "chartVersions": operators.versions,
         "k8sNodeFilters": pools.node_filters,

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from components.config import parse_config
-from components.slurm_cluster import slurm_cluster_manifest
+from components.slurm.soperator1 import slurm_cluster_manifest
 from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack

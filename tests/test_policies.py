@@ -30,7 +30,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from components.config import parse_config
 from components.ldap import ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
-from components.slurm_cluster import restricted_login_service, slurm_cluster_manifest
+from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
 from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
 
