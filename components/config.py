@@ -637,6 +637,11 @@ class PlatformConfig(Model):
         return any(pool.rdma for pool in self.gpu_pools)
 
     @property
+    def uses_jail(self) -> bool:
+        """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
+        return self.slurm_operator == "soperator"
+
+    @property
     def jail_is_static(self) -> bool:
         return self.storage.jail.static_nfs is not None
 

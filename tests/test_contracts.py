@@ -1,5 +1,6 @@
-"""Contract tests: every rendered SlurmCluster against soperator 1.14.10's CRD,
-every built-in object against the Kubernetes schemas."""
+"""Contract tests: every rendered Slurm custom resource against its upstream
+contract (unknown fields rejected), every built-in object against the
+Kubernetes schemas."""
 
 import copy
 
@@ -7,7 +8,7 @@ import pytest
 
 from components.config import parse_config
 from components.slurm.soperator1 import slurm_cluster_manifest
-from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
+from tests.contracts import SOPERATOR_CRD, contract_errors, crd_errors, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack
 
@@ -20,6 +21,28 @@ def test_contract_file_is_present():
 def test_slurm_cluster_validates_against_soperator_1_14_10(stack):
     manifest = slurm_cluster_manifest(parse_config(stack_config(stack)))
     assert crd_errors(manifest) == []
+
+
+# Custom resources with no upstream contract in ../shared/contracts (NVIDIA, Karpenter, MariaDB operator).
+UNCONTRACTED = {"NicClusterPolicy", "NodePool", "MariaDB"}
+BUILTIN_GROUPS = ("apps/", "storage.k8s.io/", "rbac.authorization.k8s.io/")
+
+
+def is_builtin(manifest):
+    return "." not in manifest["apiVersion"].split("/")[0] or manifest["apiVersion"].startswith(BUILTIN_GROUPS)
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_custom_resource_meets_its_upstream_contract(stack):
+    run = run_stack(stack)
+    checked = []
+    for resource in run.kubernetes_objects():
+        manifest = resource.inputs
+        if is_builtin(manifest) or manifest["kind"] in UNCONTRACTED or resource.type.startswith("kubernetes:helm.sh"):
+            continue
+        assert contract_errors(manifest) == [], resource.name
+        checked.append(manifest["kind"])
+    assert checked, "no Slurm custom resource found"
 
 
 def test_slurm_cluster_as_registered_validates():
@@ -46,7 +69,7 @@ def test_builtin_objects_validate_against_kubernetes(stack):
     checked = 0
     for resource in run.kubernetes_objects():
         manifest = resource.inputs
-        if "." in manifest["apiVersion"].split("/")[0] and not manifest["apiVersion"].startswith(("apps/", "storage.k8s.io/")):
+        if not is_builtin(manifest):
             continue  # custom resources: covered by CRD contracts
         if manifest["kind"].endswith("Patch"):
             continue  # patches are partial by design

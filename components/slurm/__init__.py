@@ -65,9 +65,11 @@ class SlurmOperator(Protocol):
 
 def operator_module(config: PlatformConfig) -> SlurmOperator:
     """The module the stack config chooses."""
-    from . import soperator1, soperator4
+    from . import ack, slinky, soperator1, soperator4
 
-    return {"1.14.10": soperator1, "4.1.7": soperator4}[config.operators.soperator.version]  # type: ignore[return-value]
+    if config.slurm_operator == "soperator":
+        return {"1.14.10": soperator1, "4.1.7": soperator4}[config.operators.soperator.version]  # type: ignore[return-value]
+    return {"ack": ack, "slinky": slinky}[config.slurm_operator]  # type: ignore[return-value]
 
 
 def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:

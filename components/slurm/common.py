@@ -84,3 +84,11 @@ def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
     if login.load_balancer_ip:
         spec["loadBalancerIP"] = login.load_balancer_ip
     return spec
+
+
+def submount_volumes(config: PlatformConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) for the shared submount claims, at the same path in every pod."""
+    submounts = config.storage.submounts
+    volumes = [{"name": f"submount-{sub.name}", "persistentVolumeClaim": {"claimName": sub.claim_name}} for sub in submounts]
+    mounts = [{"name": f"submount-{sub.name}", "mountPath": sub.mount_path} for sub in submounts]
+    return volumes, mounts

@@ -17,7 +17,7 @@ from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
-from ..storage import JAIL_SOURCE, SPOOL_SOURCE
+from ..storage import JAIL_CLAIM, JAIL_SOURCE, SPOOL_SOURCE
 from . import KeySecret, Rendered, soperator1
 from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources
 
@@ -191,16 +191,28 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
             "image": {"repository": image_repository(config, "slurmd"), "tag": image_tag(config)},
             "port": 6818,
             "resources": {**resources(worker.slurmd), **gpu_resources(config, pool)},
+            # NodeSet volumes are core VolumeSources (the CRD has no volumeSourceName here).
             "volumes": {
                 "spool": {
-                    "volumeClaimTemplateSpec": {
-                        "storageClassName": worker.spool_storage_class_name,
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": worker.spool_size}},
+                    "ephemeral": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "storageClassName": worker.spool_storage_class_name,
+                                "accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": worker.spool_size}},
+                            }
+                        }
                     }
                 },
-                "jail": {"volumeSourceName": JAIL_SOURCE},
-                "jailSubMounts": soperator1.jail_sub_mounts(config),
+                "jail": {"persistentVolumeClaim": {"claimName": JAIL_CLAIM}},
+                "jailSubMounts": [
+                    {
+                        "name": sub.mount_name or sub.name,
+                        "mountPath": sub.mount_path,
+                        "volumeSource": {"persistentVolumeClaim": {"claimName": sub.claim_name}},
+                    }
+                    for sub in config.storage.submounts
+                ],
                 "sharedMemorySize": worker.shared_memory_size,
             },
         },
