@@ -573,6 +573,7 @@ class SlinkyClusterConfig(Model):
     controller_storage_class_name: Optional[str] = Field(None, description="Class of that volume; cluster default when unset.")
     rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
     rest_api_replicas: int = Field(1, ge=1)
+    rest_api_resources: PodResources = _res("500m", "1Gi", "1Gi")
 
 
 class PartitionConfig(Model):

@@ -240,7 +240,7 @@ def restapi(config: PlatformConfig) -> dict[str, Any]:
         "spec": {
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": config.slurm.slinky.rest_api_replicas,
-            "slurmrestd": {"image": image(config, "slurmrestd")},
+            "slurmrestd": {"image": image(config, "slurmrestd"), "resources": container_resources(config.slurm.slinky.rest_api_resources)},
             "template": {"spec": system_placement(config)},
         },
     }
