@@ -1,0 +1,118 @@
+"""The other Slurm operators under the real Pulumi engine, offline, in render
+mode (manifests written to a directory): Slinky and ACK stacks derived from the
+`local` stack are previewed and brought up, their rendered custom resources
+checked against the upstream contracts; and the soperator 1.14.10 -> 4.1.7
+upgrade is previewed on an up-to-date local stack: the data claims and the
+munge Secret are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from tests.contracts import contract_errors, kubernetes_errors
+from tests.harness import ROOT
+from tests.test_engine import PROJECT_FILES, Workspace, engine_missing
+
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    reason = engine_missing()
+    if reason:
+        pytest.skip(reason)
+    ws = Workspace(tmp_path_factory.mktemp("engine-operators"))
+    ws.project.mkdir()
+    for name in PROJECT_FILES:
+        source, target = ROOT / name, ws.project / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    (ws.project / ".venv").symlink_to(ROOT / ".venv")
+    ws.state.mkdir()
+    return ws
+
+
+def derived_stack(ws: Workspace, stack: str, directory: str, **config) -> None:
+    """A stack file from Pulumi.local.yaml with `config` keys replaced, rendering to `directory`."""
+    document = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())
+    document["config"]["slurm-platform:kubernetes"] = {"renderYamlToDirectory": directory}
+    for key, value in config.items():
+        document["config"][f"slurm-platform:{key}"] = value
+    (ws.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    ws.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
+
+
+def no_operator_charts(**extra) -> dict:
+    # Offline: no chart can be fetched; the chart wiring is covered by tests/test_engine.py's fixtures.
+    return {key: {"install": False} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator", "slinky", "certManager")} | extra
+
+
+def check_rendered(ws: Workspace, directory: str) -> list[str]:
+    kinds = []
+    for manifest in ws.rendered(directory):
+        group = manifest["apiVersion"].split("/")[0]
+        if "." in group and not manifest["apiVersion"].startswith(("apps/", "rbac.authorization.k8s.io/", "storage.k8s.io/")):
+            if manifest["kind"] not in ("MariaDB",):
+                assert contract_errors(manifest) == [], manifest["metadata"]["name"]
+        else:
+            assert kubernetes_errors(manifest) == [], manifest["metadata"]["name"]
+        kinds.append(manifest["kind"])
+    return kinds
+
+
+def test_slinky_stack_previews_and_renders_valid_manifests(workspace):
+    derived_stack(workspace, "slinky", "rendered-slinky", slurmOperator="slinky", operators=no_operator_charts())
+    steps = workspace.preview_steps("slinky")
+    created = {s["urn"].split("::")[-2].rsplit("$", 1)[-1] for s in steps if s["op"] == "create"}
+    assert {"kubernetes:slinky.slurm.net/v1beta1:Controller", "kubernetes:slinky.slurm.net/v1beta1:LoginSet"} <= created
+    workspace.pulumi("up", "--yes", "--skip-preview", stack="slinky")
+    kinds = check_rendered(workspace, "rendered-slinky")
+    assert {"Controller", "NodeSet", "LoginSet", "Accounting", "Secret"} <= set(kinds)
+    assert "SlurmCluster" not in kinds
+    state = workspace.state_file("slinky").read_text()
+    exported = json.loads(workspace.pulumi("stack", "export", "--show-secrets", stack="slinky").stdout)
+    keys = [r for r in exported["deployment"]["resources"] if r["type"] == "random:index/randomPassword:RandomPassword"]
+    assert keys and all(r["id"] == "none" for r in keys)
+    for key in keys:
+        value = key["outputs"]["result"]
+        plain = json.loads(value["plaintext"]) if isinstance(value, dict) else value
+        assert plain not in state
+
+
+def test_ack_stack_previews_and_renders_valid_manifests(workspace):
+    slurm = yaml.safe_load((workspace.project / "Pulumi.local.yaml").read_text())["config"]["slurm-platform:slurm"]
+    slurm.update(
+        accounting={"enabled": False},
+        ack={
+            "image": "registry.example.cn/slurm:23.06",
+            "home": {"server": "nas.example.cn", "path": "/home"},
+            "autoscaling": {"enabled": True},
+        },
+    )
+    derived_stack(workspace, "ack", "rendered-ack", slurmOperator="ack", operators=no_operator_charts(), slurm=slurm)
+    workspace.pulumi("preview", stack="ack")
+    workspace.pulumi("up", "--yes", "--skip-preview", stack="ack")
+    kinds = check_rendered(workspace, "rendered-ack")
+    assert {"SlurmCluster", "ConfigMap", "Service", "PersistentVolume", "PersistentVolumeClaim", "Role"} <= set(kinds)
+    (cluster,) = [m for m in workspace.rendered("rendered-ack") if m["kind"] == "SlurmCluster"]
+    assert cluster["apiVersion"] == "kai.alibabacloud.com/v1" and cluster["spec"]["mungeConfPath"] == "/var/munge/munge.key"
+    # Autoscaled fields are the copilot's once the CR exists: a second preview changes nothing.
+    workspace.pulumi("preview", "--expect-no-changes", stack="ack")
+
+
+def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(workspace):
+    derived_stack(workspace, "upgrade", "rendered-upgrade", operators=no_operator_charts())
+    workspace.pulumi("up", "--yes", "--skip-preview", stack="upgrade")
+    workspace.pulumi("config", "set", "--path", "slurm-platform:operators.soperator.version", "4.1.7", stack="upgrade")
+    steps = workspace.preview_steps("upgrade")
+    changed = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
+    assert not [name for name in changed if name.startswith(("storage-", "munge-"))], changed
+    assert changed.get("slurm-cluster") == "update"
+    assert {"slurm-nodeset-gpu"} <= {name for name, op in changed.items() if op == "create"}
+    assert not [name for name, op in changed.items() if op in ("replace", "delete", "create-replacement", "delete-replaced")]
