@@ -19,7 +19,6 @@ from tests.harness import ROOT
 from tests.test_engine import PROJECT_FILES, Workspace, engine_missing
 
 
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     reason = engine_missing()
