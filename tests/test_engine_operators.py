@@ -9,32 +9,15 @@ munge Secret are untouched.
 from __future__ import annotations
 
 import json
-import shutil
 
-import pytest
 import yaml
 
 from tests.contracts import contract_errors, kubernetes_errors
-from tests.harness import ROOT
-from tests.test_engine import PROJECT_FILES, Workspace, engine_missing
+from tests import test_engine
+from tests.test_engine import Workspace
 
-
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    reason = engine_missing()
-    if reason:
-        pytest.skip(reason)
-    ws = Workspace(tmp_path_factory.mktemp("engine-operators"))
-    ws.project.mkdir()
-    for name in PROJECT_FILES:
-        source, target = ROOT / name, ws.project / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, target)
-    (ws.project / ".venv").symlink_to(ROOT / ".venv")
-    ws.state.mkdir()
-    return ws
+# tests/test_engine.py's workspace fixture (a copy of the project on a file backend), one instance per module.
+ws = test_engine.ws
 
 
 def derived_stack(ws: Workspace, stack: str, directory: str, **config) -> None:
@@ -47,9 +30,9 @@ def derived_stack(ws: Workspace, stack: str, directory: str, **config) -> None:
     ws.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
 
 
-def no_operator_charts(**extra) -> dict:
+def no_operator_charts() -> dict:
     # Offline: no chart can be fetched; the chart wiring is covered by tests/test_engine.py's fixtures.
-    return {key: {"install": False} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator", "slinky", "certManager")} | extra
+    return {key: {"install": False} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator", "slinky", "certManager")}
 
 
 def check_rendered(ws: Workspace, directory: str) -> list[str]:
@@ -65,17 +48,17 @@ def check_rendered(ws: Workspace, directory: str) -> list[str]:
     return kinds
 
 
-def test_slinky_stack_previews_and_renders_valid_manifests(workspace):
-    derived_stack(workspace, "slinky", "rendered-slinky", slurmOperator="slinky", operators=no_operator_charts())
-    steps = workspace.preview_steps("slinky")
+def test_slinky_stack_previews_and_renders_valid_manifests(ws):
+    derived_stack(ws, "slinky", "rendered-slinky", slurmOperator="slinky", operators=no_operator_charts())
+    steps = ws.preview_steps("slinky")
     created = {s["urn"].split("::")[-2].rsplit("$", 1)[-1] for s in steps if s["op"] == "create"}
     assert {"kubernetes:slinky.slurm.net/v1beta1:Controller", "kubernetes:slinky.slurm.net/v1beta1:LoginSet"} <= created
-    workspace.pulumi("up", "--yes", "--skip-preview", stack="slinky")
-    kinds = check_rendered(workspace, "rendered-slinky")
+    ws.pulumi("up", "--yes", "--skip-preview", stack="slinky")
+    kinds = check_rendered(ws, "rendered-slinky")
     assert {"Controller", "NodeSet", "LoginSet", "Accounting", "Secret"} <= set(kinds)
     assert "SlurmCluster" not in kinds
-    state = workspace.state_file("slinky").read_text()
-    exported = json.loads(workspace.pulumi("stack", "export", "--show-secrets", stack="slinky").stdout)
+    state = ws.state_file("slinky").read_text()
+    exported = json.loads(ws.pulumi("stack", "export", "--show-secrets", stack="slinky").stdout)
     keys = [r for r in exported["deployment"]["resources"] if r["type"] == "random:index/randomPassword:RandomPassword"]
     assert keys and all(r["id"] == "none" for r in keys)
     for key in keys:
@@ -84,8 +67,8 @@ def test_slinky_stack_previews_and_renders_valid_manifests(workspace):
         assert plain not in state
 
 
-def test_ack_stack_previews_and_renders_valid_manifests(workspace):
-    slurm = yaml.safe_load((workspace.project / "Pulumi.local.yaml").read_text())["config"]["slurm-platform:slurm"]
+def test_ack_stack_previews_and_renders_valid_manifests(ws):
+    slurm = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())["config"]["slurm-platform:slurm"]
     slurm.update(
         accounting={"enabled": False},
         ack={
@@ -94,22 +77,22 @@ def test_ack_stack_previews_and_renders_valid_manifests(workspace):
             "autoscaling": {"enabled": True},
         },
     )
-    derived_stack(workspace, "ack", "rendered-ack", slurmOperator="ack", operators=no_operator_charts(), slurm=slurm)
-    workspace.pulumi("preview", stack="ack")
-    workspace.pulumi("up", "--yes", "--skip-preview", stack="ack")
-    kinds = check_rendered(workspace, "rendered-ack")
+    derived_stack(ws, "ack", "rendered-ack", slurmOperator="ack", operators=no_operator_charts(), slurm=slurm)
+    ws.pulumi("preview", stack="ack")
+    ws.pulumi("up", "--yes", "--skip-preview", stack="ack")
+    kinds = check_rendered(ws, "rendered-ack")
     assert {"SlurmCluster", "ConfigMap", "Service", "PersistentVolume", "PersistentVolumeClaim", "Role"} <= set(kinds)
-    (cluster,) = [m for m in workspace.rendered("rendered-ack") if m["kind"] == "SlurmCluster"]
+    (cluster,) = [m for m in ws.rendered("rendered-ack") if m["kind"] == "SlurmCluster"]
     assert cluster["apiVersion"] == "kai.alibabacloud.com/v1" and cluster["spec"]["mungeConfPath"] == "/var/munge/munge.key"
     # Autoscaled fields are the copilot's once the CR exists: a second preview changes nothing.
-    workspace.pulumi("preview", "--expect-no-changes", stack="ack")
+    ws.pulumi("preview", "--expect-no-changes", stack="ack")
 
 
-def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(workspace):
-    derived_stack(workspace, "upgrade", "rendered-upgrade", operators=no_operator_charts())
-    workspace.pulumi("up", "--yes", "--skip-preview", stack="upgrade")
-    workspace.pulumi("config", "set", "--path", "slurm-platform:operators.soperator.version", "4.1.7", stack="upgrade")
-    steps = workspace.preview_steps("upgrade")
+def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(ws):
+    derived_stack(ws, "upgrade", "rendered-upgrade", operators=no_operator_charts())
+    ws.pulumi("up", "--yes", "--skip-preview", stack="upgrade")
+    ws.pulumi("config", "set", "--path", "slurm-platform:operators.soperator.version", "4.1.7", stack="upgrade")
+    steps = ws.preview_steps("upgrade")
     changed = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
     assert not [name for name in changed if name.startswith(("storage-", "munge-"))], changed
     assert changed.get("slurm-cluster") == "update"

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from components.config import parse_config
-from components.slurm import ack, slinky, soperator4
+from components.slurm import ack, soperator4
 from tests.harness import stack_config
 from tests.test_policies import (
     ACK_SLURM_CLUSTER,

@@ -29,9 +29,10 @@ from .common import (
     SSHD_PORT,
     container_resources,
     gpu_resources,
-    lb_endpoint,
-    lb_ssh_command,
     pool_tolerations,
+    service_account_rbac,
+    ssh_command_for,
+    ssh_endpoint,
     submount_volumes,
     system_placement,
 )
@@ -362,28 +363,14 @@ def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
     """What slurmctld-copilot needs to patch this SlurmCluster (the guide's rbac.yaml)."""
     if not ack(config).autoscaling.enabled:
         return []
-    name, namespace = names(config)["copilot"], config.cluster.namespace
-    metadata = {"name": name, "namespace": namespace, "labels": {CLUSTER_LABEL: config.cluster.name}}
     rule = {
         "apiGroups": ["kai.alibabacloud.com"],
         "resources": ["slurmclusters"],
         "verbs": ["get", "watch", "list", "update", "patch"],
         "resourceNames": [config.cluster.name],
     }
-    return [
-        Rendered("copilot-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}),
-        Rendered("copilot-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": [rule]}),
-        Rendered(
-            "copilot-binding",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": metadata,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            },
-        ),
-    ]
+    labels = {CLUSTER_LABEL: config.cluster.name}
+    return service_account_rbac("copilot", names(config)["copilot"], config.cluster.namespace, labels, [rule])
 
 
 # --- the module interface -------------------------------------------------------
@@ -425,9 +412,9 @@ def login_service_name(config: PlatformConfig) -> str:
 
 
 def login_endpoint(config: PlatformConfig) -> str:
-    return lb_endpoint(config, login_service_name(config))
+    return ssh_endpoint(config, login_service_name(config), node_port=False)
 
 
 def ssh_command(config: PlatformConfig) -> str:
     # Users are LDAP users (nslcd), not root.
-    return lb_ssh_command(config, login_service_name(config), user="$USER")
+    return ssh_command_for(config, login_service_name(config), node_port=False, user="$USER")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import NodePoolConfig, PlatformConfig, PodResources
+from . import Rendered
 
 SSHD_PORT = 22
 
@@ -48,29 +49,47 @@ def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str
     return extra
 
 
-def lb_endpoint(config: PlatformConfig, service_name: str) -> str:
+def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> str:
+    """Where users SSH to, as far as it is known before the cloud assigns addresses."""
     login = config.slurm.login
     if login.load_balancer_ip:
         return f"{login.load_balancer_ip}:{SSHD_PORT}"
+    if node_port:
+        return f"<any-node-ip>:{login.node_port}"
     return f"{service_name}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
 
 
-def lb_ssh_command(config: PlatformConfig, service_name: str, user: str = "root") -> str:
+def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, user: str = "root") -> str:
     login = config.slurm.login
     if login.load_balancer_ip:
         return f"ssh {user}@{login.load_balancer_ip}"
+    if node_port:
+        return f"ssh -p {login.node_port} {user}@<any-node-ip>"
     return (
         f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} "
         "-o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
     )
 
 
-def node_port_endpoint(config: PlatformConfig) -> str:
-    return f"<any-node-ip>:{config.slurm.login.node_port}"
-
-
-def node_port_ssh_command(config: PlatformConfig, user: str = "root") -> str:
-    return f"ssh -p {config.slurm.login.node_port} {user}@<any-node-ip>"
+def service_account_rbac(
+    role_prefix: str, name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]
+) -> list[Rendered]:
+    """A ServiceAccount, a Role with `rules` and the RoleBinding between them, all named `name`."""
+    metadata = {"name": name, "namespace": namespace, "labels": labels}
+    return [
+        Rendered(f"{role_prefix}-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}),
+        Rendered(f"{role_prefix}-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": rules}),
+        Rendered(
+            f"{role_prefix}-binding",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": metadata,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        ),
+    ]
 
 
 def login_service_spec(config: PlatformConfig) -> dict[str, Any]:

@@ -21,12 +21,10 @@ from . import KeySecret, Rendered
 from .common import (
     container_resources,
     gpu_resources,
-    lb_endpoint,
-    lb_ssh_command,
     login_service_spec,
-    node_port_endpoint,
-    node_port_ssh_command,
     pool_tolerations,
+    ssh_command_for,
+    ssh_endpoint,
     submount_volumes,
     system_placement,
 )
@@ -304,12 +302,9 @@ def login_service_name(config: PlatformConfig) -> str:
 
 
 def login_endpoint(config: PlatformConfig) -> str:
-    if login_service_spec(config)["type"] == "NodePort":
-        return node_port_endpoint(config)
-    return lb_endpoint(config, login_service_name(config))
+    return ssh_endpoint(config, login_service_name(config), node_port=login_service_spec(config)["type"] == "NodePort")
 
 
 def ssh_command(config: PlatformConfig) -> str:
-    if login_service_spec(config)["type"] == "NodePort":
-        return node_port_ssh_command(config, user="$USER")
-    return lb_ssh_command(config, login_service_name(config), user="$USER")
+    node_port = login_service_spec(config)["type"] == "NodePort"
+    return ssh_command_for(config, login_service_name(config), node_port=node_port, user="$USER")

@@ -15,7 +15,7 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import KeySecret, Rendered
-from .common import SSHD_PORT, resources
+from .common import SSHD_PORT, resources, ssh_command_for, ssh_endpoint
 
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
@@ -282,25 +282,17 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
 
 
 def login_endpoint(config: PlatformConfig) -> str:
-    """Where users SSH to, as far as it is known before the cloud assigns addresses."""
-    login = config.slurm.login
-    if login.load_balancer_ip:
-        return f"{login.load_balancer_ip}:{SSHD_PORT}"
-    if login.service_type == "NodePort" and not login.allowed_source_ranges:
-        return f"<any-node-ip>:{login.node_port}"
-    return f"{login_service_name(config)}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
+    return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
 
 
 def ssh_command(config: PlatformConfig) -> str:
+    return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
+
+
+def uses_node_port(config: PlatformConfig) -> bool:
+    """Users reach soperator's own NodePort Service (no restricted LoadBalancer of ours)."""
     login = config.slurm.login
-    if login.load_balancer_ip:
-        return f"ssh root@{login.load_balancer_ip}"
-    if login.service_type == "NodePort" and not login.allowed_source_ranges:
-        return f"ssh -p {login.node_port} root@<any-node-ip>"
-    return (
-        f"ssh root@$(kubectl get svc {login_service_name(config)} -n {config.cluster.namespace} "
-        "-o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
-    )
+    return login.service_type == "NodePort" and not login.allowed_source_ranges
 
 
 # --- the module interface -------------------------------------------------------

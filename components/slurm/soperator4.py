@@ -19,7 +19,7 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
 from ..storage import JAIL_CLAIM, JAIL_SOURCE, SPOOL_SOURCE
 from . import KeySecret, Rendered, soperator1
-from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources
+from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac
 
 OPERATOR = "soperator 4.1.7"
 VERSION = "4.1.7"
@@ -128,14 +128,11 @@ def accounting_node(config: PlatformConfig) -> dict[str, Any]:
 
 
 def exporter_node(config: PlatformConfig) -> dict[str, Any]:
-    exporter = config.slurm.exporter
-    return {
-        "enabled": exporter.enabled,
-        "size": 1,
-        "k8sNodeFilterName": NO_GPU_FILTER,
-        "exporterContainer": {"image": image(config, "exporter"), "resources": resources(exporter.resources)},
-        "volumes": {"jail": {"volumeSourceName": JAIL_SOURCE}},
-    }
+    node = soperator1.exporter_node(config)
+    # 4.x: the soperator exporter container, no munge sidecar.
+    del node["munge"]
+    node["exporterContainer"] = {**node.pop("exporter"), "image": image(config, "exporter")}
+    return node
 
 
 def rest_node(config: PlatformConfig) -> dict[str, Any]:
@@ -242,8 +239,6 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
 
 def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
     """The helm-slurm-cluster chart's ServiceAccount, Role and RoleBinding for sconfigcontroller."""
-    name, namespace = sconfigcontroller_account(config), config.cluster.namespace
-    metadata = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/component": "sconfigcontroller"}}
     rules = [
         {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
@@ -252,20 +247,8 @@ def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
         {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs/status"], "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs/finalizers"], "verbs": ["update"]},
     ]
-    return [
-        Rendered("sconfigcontroller-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}),
-        Rendered("sconfigcontroller-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": rules}),
-        Rendered(
-            "sconfigcontroller-binding",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": metadata,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            },
-        ),
-    ]
+    labels = {"app.kubernetes.io/component": "sconfigcontroller"}
+    return service_account_rbac("sconfigcontroller", sconfigcontroller_account(config), config.cluster.namespace, labels, rules)
 
 
 # --- the module interface -------------------------------------------------------
