@@ -6,6 +6,7 @@ creates itself (since 24.10).
 
 `chart_releases()` decides what to install, in which order, with which values,
 as plain data; `Operators` turns each release into a `helm.v4.Chart`.
+(`components.slurm` builds on `ChartRelease` from here, so it is imported where used.)
 """
 
 from __future__ import annotations
