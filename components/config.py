@@ -682,7 +682,6 @@ class PlatformConfig(Model):
             )
         return self
 
-
     @model_validator(mode="after")
     def _operator_checks(self) -> "PlatformConfig":
         accounting = self.slurm.accounting
@@ -694,8 +693,19 @@ class PlatformConfig(Model):
                     "slurmOperator is ack: slurm.accounting needs database: external and slurm.ack.slurmdbdConfSecretName "
                     "(an existing Secret with slurmdbd.conf), or slurm.accounting.enabled: false"
                 )
+        if self.slurm_operator == "soperator" and self.operators.soperator.version == "1.14.10":
+            if "partitions" in self.slurm.model_fields_set:
+                raise ValueError("slurm.partitions: soperator 1.14.10 has one implicit partition (4.1.7 takes partitions)")
+            per_pool = sorted(pool.name for pool in self.node_pools if pool.slurm_workers is not None)
+            if per_pool:
+                raise ValueError(
+                    f"nodePools {', '.join(per_pool)}: slurmWorkers needs per-pool workers (soperator 4.1.7, ack, slinky); "
+                    "soperator 1.14.10 has one worker group, sized by slurm.worker.size"
+                )
         gpu_pool_names = {pool.name for pool in self.gpu_pools}
         _require_unique([p.name for p in self.slurm.partitions], "slurm.partitions names")
+        if sum(p.default for p in self.slurm.partitions) > 1:
+            raise ValueError("slurm.partitions: at most one partition can be the default")
         for partition in self.slurm.partitions:
             unknown = sorted(set(partition.pools) - gpu_pool_names)
             if unknown:

@@ -39,9 +39,18 @@ def test_the_config_key_chooses_the_module():
         ({"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1"}}}, "slurm.accounting needs database: external"),
         ({"slurmOperator": "slinky", "ldap": {"enabled": False}}, "ldap.enabled must be true"),
         ({"slurmOperator": "pbs"}, "slurm-platform:slurmOperator: Input should be 'soperator', 'ack' or 'slinky'"),
-        ({"slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}}, "slurm.partitions p: pools nope are not GPU pools"),
+        ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}}, "slurm.partitions p: pools nope are not GPU pools"),
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "install: true needs version and repository"),
         ({"operators": {"soperator": {"version": "3.0.0"}}}, "Input should be '1.14.10' or '4.1.7'"),
+        ({"slurm": {"partitions": [{"name": "gpu"}]}}, "slurm.partitions: soperator 1.14.10 has one implicit partition"),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]}},
+            "at most one partition can be the default",
+        ),
+        (
+            {"nodePools": [{"name": "gpu", "selector": {"a": "b"}, "gpusPerNode": 8, "cpuPerNode": "8", "memoryPerNode": "8Gi", "nodeCount": 2, "slurmWorkers": 1}]},
+            "nodePools gpu: slurmWorkers needs per-pool workers",
+        ),
     ],
 )
 def test_bad_operator_config_is_a_clear_error(raw, expected):
