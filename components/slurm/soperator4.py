@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import NodePoolConfig, PlatformConfig
+from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
@@ -63,7 +63,7 @@ def populate_jail_image(config: PlatformConfig) -> str:
     return f"{config.slurm.images.registry}/populate_jail:{image_tag(config)}-cuda{CUDA_VERSION}"
 
 
-def munge(config: PlatformConfig, pod) -> dict[str, Any]:
+def munge(config: PlatformConfig, pod: PodResources) -> dict[str, Any]:
     return {"image": image(config, "munge"), "resources": resources(pod)}
 
 
