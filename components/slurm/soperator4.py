@@ -2,7 +2,8 @@
 workers; each GPU pool gets a `NodeSet` (`slurm.nebius.ai/v1alpha1`) in the
 cluster's namespace, linked by the `slurm.nebius.ai/parental-cluster-ref`
 annotation. Partitions are `partitionConfiguration` (structured, by NodeSet).
-The config controller (sconfigcontroller) runs under its own ServiceAccount.
+The config controller (sconfigcontroller) and the exporter run under their own
+ServiceAccounts, as the helm-slurm-cluster chart declares them.
 
 Volumes, claims, the munge Secret and the login exposure are the same as in
 1.14.10 (the `soperator1` renderers), which is what makes the upgrade an
@@ -127,11 +128,16 @@ def accounting_node(config: PlatformConfig) -> dict[str, Any]:
     return node
 
 
+def exporter_account(config: PlatformConfig) -> str:
+    return f"{config.cluster.name}-slurm-exporter"
+
+
 def exporter_node(config: PlatformConfig) -> dict[str, Any]:
     node = soperator1.exporter_node(config)
-    # 4.x: the soperator exporter container, no munge sidecar.
+    # 4.x: the soperator exporter container under its own ServiceAccount, no munge sidecar.
     del node["munge"]
     node["exporterContainer"] = {**node.pop("exporter"), "image": image(config, "exporter")}
+    node["serviceAccountName"] = exporter_account(config)
     return node
 
 
@@ -251,6 +257,15 @@ def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
     return service_account_rbac("sconfigcontroller", sconfigcontroller_account(config), config.cluster.namespace, labels, rules)
 
 
+def exporter_rbac(config: PlatformConfig) -> list[Rendered]:
+    """The chart's exporter ServiceAccount: it reads Secrets (the cluster's Slurm credentials)."""
+    if not config.slurm.exporter.enabled:
+        return []
+    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    labels = {"app.kubernetes.io/component": "slurm-exporter"}
+    return service_account_rbac("exporter", exporter_account(config), config.cluster.namespace, labels, rules)
+
+
 # --- the module interface -------------------------------------------------------
 
 
@@ -273,7 +288,7 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 def render(config: PlatformConfig) -> list[Rendered]:
     rendered = [Rendered("cluster", slurm_cluster_manifest(config))]
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
-    rendered += sconfigcontroller_rbac(config)
+    rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
     service = soperator1.restricted_login_service(config)
     if service is not None:
         rendered.append(Rendered("login-ssh", service))
