@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from components.config import parse_config
+from components.slurm import operator_module, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest
 from tests.contracts import SOPERATOR_CRD, contract_errors, crd_errors, kubernetes_errors
 from tests.harness import example_stacks, stack_config
@@ -17,7 +18,14 @@ def test_contract_file_is_present():
     assert SOPERATOR_CRD.is_file(), f"missing {SOPERATOR_CRD}"
 
 
-@pytest.mark.parametrize("stack", example_stacks())
+SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))) is soperator1]
+
+
+def test_there_are_soperator_1_14_10_stacks():
+    assert {"dev", "local", "prod-hanoi", "prod-hangzhou"} <= set(SOPERATOR_1_STACKS)
+
+
+@pytest.mark.parametrize("stack", SOPERATOR_1_STACKS)
 def test_slurm_cluster_validates_against_soperator_1_14_10(stack):
     manifest = slurm_cluster_manifest(parse_config(stack_config(stack)))
     assert crd_errors(manifest) == []
