@@ -3,6 +3,7 @@ contract (unknown fields rejected), every built-in object against the
 Kubernetes schemas."""
 
 import copy
+import functools
 
 import pytest
 
@@ -12,6 +13,12 @@ from components.slurm.soperator1 import slurm_cluster_manifest
 from tests.contracts import SOPERATOR_CRD, contract_errors, crd_errors, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack
+
+
+@functools.cache
+def stack_run(stack):
+    """Each stack run once under mocks for the whole module (runs are plain data)."""
+    return run_stack(stack)
 
 
 def test_contract_file_is_present():
@@ -42,7 +49,7 @@ def is_builtin(manifest):
 
 @pytest.mark.parametrize("stack", example_stacks())
 def test_every_custom_resource_meets_its_upstream_contract(stack):
-    run = run_stack(stack)
+    run = stack_run(stack)
     checked = []
     for resource in run.kubernetes_objects():
         manifest = resource.inputs
@@ -54,7 +61,7 @@ def test_every_custom_resource_meets_its_upstream_contract(stack):
 
 
 def test_slurm_cluster_as_registered_validates():
-    run = run_stack("prod-hanoi")
+    run = stack_run("prod-hanoi")
     (cluster,) = run.of_type("kubernetes:slurm.nebius.ai/v1:SlurmCluster")
     assert crd_errors(cluster.inputs) == []
 
@@ -73,7 +80,7 @@ def test_the_contract_catches_a_broken_cluster():
 
 @pytest.mark.parametrize("stack", example_stacks())
 def test_builtin_objects_validate_against_kubernetes(stack):
-    run = run_stack(stack)
+    run = stack_run(stack)
     checked = 0
     for resource in run.kubernetes_objects():
         manifest = resource.inputs
