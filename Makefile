@@ -10,11 +10,13 @@ LOCAL_ENV := PULUMI_BACKEND_URL=file://$(CURDIR)/.pulumi-state \
 	PULUMI_CONFIG_PASSPHRASE=local-throwaway-passphrase \
 	PULUMI_SKIP_UPDATE_CHECK=true
 
-# A normally installed Pulumi (CLI + language hosts on PATH) is used as is;
-# otherwise scripts/install-pulumi.sh builds what the registries serve.
-PULUMI_PATH = $$(command -v pulumi-language-python >/dev/null && dirname "$$(command -v pulumi)" || scripts/install-pulumi.sh)
+# The Pulumi toolchain: scripts/install-pulumi.sh builds it from Go modules once
+# (a normally installed Pulumi is used as is) and prints an env file setting
+# PATH and PULUMI_HOME. The Python language host it builds finds the project's
+# interpreter through PULUMI_PYTHON_CMD.
+PULUMI_ENV = . "$$(scripts/install-pulumi.sh)" && export PULUMI_PYTHON_CMD="$(CURDIR)/$(PYTHON)"
 
-.PHONY: venv test up preview schema benchmark
+.PHONY: venv toolchain test up preview schema benchmark
 
 venv: $(STAMP)
 
@@ -23,23 +25,29 @@ $(STAMP): requirements.txt
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
-test: $(STAMP)
-	$(PYTHON) -m pytest -q -rs tests
+toolchain:
+	@scripts/install-pulumi.sh >/dev/null
 
-up: $(STAMP)
+# Everything, the engine tests included: they fail (never skip) without a toolchain.
+test: $(STAMP) toolchain
+	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
+
+up: $(STAMP) toolchain
 	mkdir -p .pulumi-state
-	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" $(LOCAL_ENV) && \
+	$(PULUMI_ENV) && export $(LOCAL_ENV) && \
 	pulumi stack select local --create --secrets-provider passphrase --non-interactive && \
 	pulumi up --stack local --yes --non-interactive
 	@echo "manifests: rendered/0-crd (CRDs) and rendered/1-manifest (everything else)"
 
 # The diff CI posts on a pull request, with the policy pack and the stack's policy config.
-preview: $(STAMP)
-	bin="$(PULUMI_PATH)" && export PATH="$$bin:$$PATH" PULUMI_SKIP_UPDATE_CHECK=true && \
-	pulumi preview --diff --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
+preview: $(STAMP) toolchain
+	$(PULUMI_ENV) $(if $(filter local,$(STACK)),&& export $(LOCAL_ENV)) && \
+	pulumi preview --diff --stack $(STACK) --non-interactive \
+		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
 schema: $(STAMP)
 	$(PYTHON) -m components.schema > config.schema.json
 
-benchmark: $(STAMP)
+benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py

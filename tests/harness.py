@@ -6,7 +6,6 @@ Shared by the tests and the benchmarks.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from dataclasses import dataclass, field
@@ -82,10 +81,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outputs = dict(args.inputs)
-        if args.typ == "random:index/randomBytes:RandomBytes":
-            raw = bytes(i % 256 for i in range(int(args.inputs["length"])))
-            outputs.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
-        elif args.typ == "random:index/randomPassword:RandomPassword":
+        if args.typ == "random:index/randomPassword:RandomPassword":
             outputs["result"] = "p" * int(args.inputs["length"])
         elif args.typ == "pulumi:pulumi:StackReference":
             outputs["outputs"] = self.stack_outputs

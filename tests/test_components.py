@@ -1,5 +1,7 @@
 """Per-component tests under mocks: objects, names, namespaces, options."""
 
+import base64
+
 import pytest
 
 from components.config import parse_config
@@ -20,28 +22,30 @@ def only(run, type_):
 # --- munge -------------------------------------------------------------------
 
 
-def test_munge_key_is_1024_random_bytes_in_the_cluster_secret():
+def test_munge_key_is_1024_random_characters_in_the_cluster_secret():
     run = run_under_mocks(lambda: {"name": MungeKey("munge", "fpt-hpc", "fpt-hpc").secret_name})
-    key = only(run, "random:index/randomBytes:RandomBytes")
-    assert key.inputs["length"] == 1024
+    # RandomPassword: its id is "none", where RandomBytes' id is the key itself.
+    key = only(run, "random:index/randomPassword:RandomPassword")
+    assert key.inputs["length"] == 1024 and key.inputs["special"] is False
     assert key.inputs["keepers"] == {"rotation": "0"}
+    assert not run.of_type("random:index/randomBytes:RandomBytes")
     secret = only(run, "kubernetes:core/v1:Secret")
     assert secret.inputs["metadata"]["name"] == "fpt-hpc-munge"
     assert secret.inputs["metadata"]["namespace"] == "fpt-hpc"
-    assert list(secret.inputs["data"]) == ["munge.key"]
+    assert secret.inputs["data"] == {"munge.key": base64.b64encode(b"p" * 1024).decode()}
     assert "data" in secret.secret_inputs and "data" in secret.additional_secret_outputs
     assert run.outputs["name"] == "fpt-hpc-munge"
 
 
 def test_munge_rotation_is_a_keeper():
     run = run_under_mocks(lambda: MungeKey("munge", "c", "ns", rotation=3) and None)
-    assert only(run, "random:index/randomBytes:RandomBytes").inputs["keepers"] == {"rotation": "3"}
+    assert only(run, "random:index/randomPassword:RandomPassword").inputs["keepers"] == {"rotation": "3"}
 
 
 def test_children_are_named_after_and_parented_to_the_component():
     run = run_under_mocks(lambda: MungeKey("renamed", "c", "ns") and None)
     component = only(run, "slurm-platform:munge:MungeKey")
-    for child in run.of_type("random:index/randomBytes:RandomBytes") + run.of_type("kubernetes:core/v1:Secret"):
+    for child in run.of_type("random:index/randomPassword:RandomPassword") + run.of_type("kubernetes:core/v1:Secret"):
         assert child.name.startswith("renamed-") and child.parent == component.urn
 
 

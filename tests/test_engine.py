@@ -10,87 +10,26 @@ chart fixtures, policies, and finally the destroy that must refuse.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
-from tests.harness import ROOT
+from tests.engine import ToolchainError, Workspace, new_workspace
 
-PASSPHRASE = "local-throwaway-passphrase"  # the documented passphrase of the local stack only
-PROJECT_FILES = ["Pulumi.yaml", "Pulumi.local.yaml", "__main__.py", "components", "policies"]
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
-
-
-class Workspace:
-    def __init__(self, root: Path):
-        self.root = root
-        self.project = root / "project"
-        self.state = root / "state"
-        self.env = {
-            **os.environ,
-            "PULUMI_BACKEND_URL": f"file://{self.state}",
-            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "NO_COLOR": "1",
-        }
-
-    def pulumi(self, *args: str, check: bool = True, stack: str | None = "local") -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            ["pulumi", *args, *(["--stack", stack] if stack else []), "--non-interactive"],
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-        return result
-
-    def preview_steps(self, stack: str = "local") -> list[dict]:
-        result = self.pulumi("preview", "--json", stack=stack)
-        return json.loads(result.stdout).get("steps", [])
-
-    def state_file(self, stack: str = "local") -> Path:
-        return self.state / ".pulumi" / "stacks" / "slurm-platform" / f"{stack}.json"
-
-    def rendered(self, directory: str = "rendered") -> list[dict]:
-        manifests = []
-        for path in sorted((self.project / directory).rglob("*.yaml")):
-            manifests += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-        return manifests
-
-
-def engine_missing() -> str | None:
-    """Why the Pulumi engine cannot run Python programs here, or None when it can."""
-    missing = [tool for tool in ("pulumi", "pulumi-language-python") if shutil.which(tool) is None]
-    return f"no complete Pulumi toolchain on PATH (missing {', '.join(missing)}); see scripts/install-pulumi.sh" if missing else None
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
-    reason = engine_missing()
-    if reason:
-        pytest.skip(reason)
-    workspace = Workspace(tmp_path_factory.mktemp("engine"))
-    workspace.project.mkdir()
-    for name in PROJECT_FILES:
-        source = ROOT / name
-        target = workspace.project / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, target)
-    (workspace.project / ".venv").symlink_to(ROOT / ".venv")
-    workspace.state.mkdir()
-    workspace.pulumi("stack", "init", "local", "--secrets-provider", "passphrase", stack=None)
-    return workspace
+    try:
+        return new_workspace(tmp_path_factory.mktemp("engine"))
+    except ToolchainError as error:
+        pytest.fail(str(error))
 
 
 def set_config(ws: Workspace, path: str, value: str, stack: str = "local") -> None:
@@ -115,8 +54,9 @@ def test_invalid_config_fails_preview_and_writes_nothing(ws):
 
 
 def test_up_renders_valid_manifests(ws):
-    ws.pulumi("preview")
-    ws.pulumi("up", "--yes", "--skip-preview")
+    # With --diff, so the secrets test can check these creation diffs too.
+    ws.pulumi("preview", "--diff")
+    ws.pulumi("up", "--yes", "--skip-preview", "--diff")
     manifests = ws.rendered()
     kinds = {(m["kind"], m["metadata"]["name"]) for m in manifests}
     assert {("PersistentVolumeClaim", "jail-pvc"), ("PersistentVolumeClaim", "controller-spool-pvc"), ("Secret", "fpt-hpc-munge")} <= kinds
@@ -139,15 +79,45 @@ def plaintext(value):
     return json.loads(value["plaintext"]) if isinstance(value, dict) else value
 
 
-def test_state_holds_secrets_only_encrypted(ws):
+def generated_secrets(ws: Workspace) -> dict[str, str]:
+    """Every RandomPassword's value in the state, by resource name."""
     exported = json.loads(ws.pulumi("stack", "export", "--show-secrets").stdout)
-    resources = exported["deployment"]["resources"]
-    munge = plaintext(next(r for r in resources if r["type"] == "random:index/randomBytes:RandomBytes")["outputs"]["base64"])
-    password = plaintext(next(r for r in resources if r["type"] == "random:index/randomPassword:RandomPassword")["outputs"]["result"])
-    assert len(munge) > 1000 and len(password) == 32
+    return {
+        r["urn"].split("::")[-1]: plaintext(r["outputs"]["result"])
+        for r in exported["deployment"]["resources"]
+        if r["type"] == RANDOM_PASSWORD
+    }
+
+
+def test_generated_secrets_are_never_plaintext_nor_ids(ws):
+    secrets = generated_secrets(ws)
+    assert len(secrets["munge-key"]) == 1024 and len(secrets["ldap-admin-password"]) == 32, {k: len(v) for k, v in secrets.items()}
     state = ws.state_file().read_text()
     assert "ciphertext" in state
-    assert munge not in state and password not in state
+    resources = json.loads(state)["checkpoint"]["latest"]["resources"]
+    assert {r["id"] for r in resources if r["type"] == RANDOM_PASSWORD} == {"none"}
+    printed = "\n".join(ws.transcript[:-1])  # all but the export above, which shows secrets on purpose
+    assert "+ random:index/randomPassword:RandomPassword: (create)" in printed  # the creation diffs were captured
+    for name, value in secrets.items():
+        assert value not in state, f"{name} is in plaintext in the state file"
+        assert value not in printed, f"{name} was printed by preview --diff or up"
+
+
+def test_generated_secrets_are_stable_and_rotate_on_request(ws):
+    before = generated_secrets(ws)
+    ws.pulumi("up", "--yes", "--skip-preview")
+    assert generated_secrets(ws) == before
+    config_file = ws.project / "Pulumi.local.yaml"
+    original = config_file.read_text()
+    set_config(ws, "slurm.mungeKeyRotation", "1")
+    try:
+        steps = ws.preview_steps()
+    finally:
+        config_file.write_text(original)
+    changed = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
+    # The Secret's new data is unknown until the key exists, so the provider may plan a replace of it.
+    assert changed.get("munge-key") == "replace" and changed.get("munge-secret") in ("update", "replace"), changed
+    assert set(changed) == {"munge-key", "munge-secret"}, changed
 
 
 def test_worker_scale_up_is_one_in_place_update(ws):
@@ -276,6 +246,16 @@ def test_policy_pack_passes_the_local_stack_and_fails_a_violation(ws):
     result = ws.pulumi("preview", "--policy-pack", "policies", "--policy-pack-config", str(tiny_quota), check=False)
     assert result.returncode != 0
     assert re.search(r"quota", result.stdout + result.stderr, re.IGNORECASE)
+
+
+def test_plugins_are_the_built_ones_without_warnings_or_downloads(ws):
+    plugins = ws.pulumi("plugin", "ls", stack=None).stdout
+    assert re.search(r"kubernetes\s+resource\s+4\.24\.1\+git\.20260115033456\.f47bc2d6f199", plugins), plugins
+    assert re.search(r"random\s+resource\s+4\.21\.4\+tfrandom\.3\.6\.3", plugins), plugins
+    printed = "\n".join(ws.transcript)
+    assert len(ws.transcript) > 10
+    assert "is expected to have version" not in printed
+    assert not re.search(r"download", printed, re.IGNORECASE)
 
 
 def test_destroy_refuses_to_delete_protected_volumes(ws):

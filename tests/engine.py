@@ -1,0 +1,99 @@
+"""The real Pulumi engine on a copy of the project: toolchain, workspace, commands.
+
+Shared by the engine tests (tests/test_engine*.py) and benchmarks/engine.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.harness import ROOT
+
+PASSPHRASE = "local-throwaway-passphrase"  # the documented passphrase of the local stack only
+PROJECT_FILES = ["Pulumi.yaml", "Pulumi.local.yaml", "__main__.py", "components", "policies"]
+
+
+class ToolchainError(RuntimeError):
+    pass
+
+
+def toolchain_env() -> dict[str, str]:
+    """Our environment plus the project's Pulumi toolchain, built (once) by scripts/install-pulumi.sh.
+
+    Raises ToolchainError where it cannot be built: engine tests then fail, never skip.
+    """
+    built = subprocess.run([str(ROOT / "scripts" / "install-pulumi.sh")], capture_output=True, text=True)
+    if built.returncode != 0:
+        raise ToolchainError(f"the Pulumi toolchain could not be built:\n{built.stderr[-4000:]}")
+    env_file = built.stdout.strip().splitlines()[-1]
+    sourced = subprocess.run(["bash", "-c", f'. "{env_file}" && env -0'], capture_output=True, text=True, check=True)
+    env = dict(entry.split("=", 1) for entry in sourced.stdout.split("\0") if "=" in entry)
+    # The v3.79.0 language host finds the project's interpreter only through this variable.
+    env["PULUMI_PYTHON_CMD"] = sys.executable
+    return env
+
+
+class Workspace:
+    def __init__(self, root: Path):
+        self.root = root
+        self.project = root / "project"
+        self.state = root / "state"
+        self.env = {
+            **toolchain_env(),
+            "PULUMI_BACKEND_URL": f"file://{self.state}",
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "NO_COLOR": "1",
+        }
+        # Everything the engine printed, for the tests that look for leaked secrets and plugin trouble.
+        self.transcript: list[str] = []
+
+    def pulumi(self, *args: str, check: bool = True, stack: str | None = "local") -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            ["pulumi", *args, *(["--stack", stack] if stack else []), "--non-interactive"],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        self.transcript.append(result.stdout + result.stderr)
+        if check and result.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def preview_steps(self, stack: str = "local") -> list[dict]:
+        result = self.pulumi("preview", "--json", stack=stack)
+        return json.loads(result.stdout).get("steps", [])
+
+    def state_file(self, stack: str = "local") -> Path:
+        return self.state / ".pulumi" / "stacks" / "slurm-platform" / f"{stack}.json"
+
+    def rendered(self, directory: str = "rendered") -> list[dict]:
+        manifests = []
+        for path in sorted((self.project / directory).rglob("*.yaml")):
+            manifests += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        return manifests
+
+
+def new_workspace(root: Path, stack: str = "local") -> Workspace:
+    """A copy of the project in `root` with its own file backend and an initialised stack."""
+    workspace = Workspace(root)
+    workspace.project.mkdir()
+    for name in PROJECT_FILES:
+        source = ROOT / name
+        target = workspace.project / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    (workspace.project / ".venv").symlink_to(ROOT / ".venv")
+    workspace.state.mkdir()
+    workspace.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
+    return workspace
