@@ -12,11 +12,11 @@ from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-import pulumi_random as random
 from pydantic.alias_generators import to_snake
 
 from . import child_opts
 from .config import PlatformConfig
+from .munge import generated_key, secret_data
 from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 
 # Built-in kinds the operator modules render, declared with their typed resources.
@@ -104,14 +104,11 @@ class SlurmCluster(pulumi.ComponentResource):
         declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
 
     def _key_secret(self, name: str, spec: KeySecret, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Resource:
-        keys = {
-            key: random.RandomPassword(f"{name}-{spec.role}-{key.replace('.', '-')}", length=length, special=False, opts=child_opts(self, opts)).result
-            for key, length in spec.lengths.items()
-        }
+        key = generated_key(f"{name}-{spec.role}-random", spec.length, spec.rotation, child_opts(self, opts))
         return k8s.core.v1.Secret(
             f"{name}-{spec.role}",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=spec.name, namespace=spec.namespace, labels=spec.labels or None),
             type="Opaque",
-            string_data=keys,
+            data={spec.key: secret_data(key.result)},
             opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
         )

@@ -10,7 +10,7 @@ import pytest
 from components.config import parse_config
 from components.slurm import operator_module, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest
-from tests.contracts import SOPERATOR_CRD, contract_errors, crd_errors, kubernetes_errors
+from tests.contracts import SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack
 
@@ -36,15 +36,6 @@ def test_there_are_soperator_1_14_10_stacks():
 def test_slurm_cluster_validates_against_soperator_1_14_10(stack):
     manifest = slurm_cluster_manifest(parse_config(stack_config(stack)))
     assert crd_errors(manifest) == []
-
-
-# Custom resources with no upstream contract in ../shared/contracts (NVIDIA, Karpenter, MariaDB operator).
-UNCONTRACTED = {"NicClusterPolicy", "NodePool", "MariaDB"}
-BUILTIN_GROUPS = ("apps/", "storage.k8s.io/", "rbac.authorization.k8s.io/")
-
-
-def is_builtin(manifest):
-    return "." not in manifest["apiVersion"].split("/")[0] or manifest["apiVersion"].startswith(BUILTIN_GROUPS)
 
 
 @pytest.mark.parametrize("stack", example_stacks())

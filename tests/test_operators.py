@@ -273,9 +273,10 @@ def test_slinky_controller_references_random_key_secrets(hcm):
     run = run_stack("prod-hcm")
     for secret_name, key in (("slurm-slurm-key", "slurm.key"), ("slurm-jwt-key", "jwt.key")):
         secret = run.named(secret_name)
-        assert set(secret.inputs["stringData"]) == {key} and "stringData" in secret.secret_inputs
-        password = run.named(f"{secret_name}-{key.replace('.', '-')}")
+        assert set(secret.inputs["data"]) == {key} and "data" in secret.secret_inputs
+        password = run.named(f"{secret_name}-random")
         assert password.type == "random:index/randomPassword:RandomPassword" and password.inputs["length"] == 1024
+        assert password.inputs["keepers"] == {"rotation": "0"}
     # The custom resources wait for the keys they name.
     waits = {run.by_urn(u).name for u in run.named("slurm-controller").dependencies}
     assert {"slurm-slurm-key", "slurm-jwt-key"} <= waits

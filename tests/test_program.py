@@ -25,10 +25,15 @@ def stack_run(request):
 
 def test_one_slurm_cluster_with_fixed_claims(stack_run):
     stack, run = stack_run
-    if parse_config(stack_config(stack)).slurm_operator != "soperator":
-        pytest.skip("jail and spool claims are soperator's (ACK and Slinky: tests/test_operators.py)")
-    (cluster,) = run.of_type(SLURM_CLUSTER)
+    config = parse_config(stack_config(stack))
     claims = {r.inputs["metadata"]["name"] for r in run.of_type(PVC)}
+    if not config.uses_jail:
+        # ACK and Slinky pods have their own root file system: only shared submounts (and ACK's /home).
+        home = {config.slurm.ack.home.claim_name} if config.slurm.ack and config.slurm.ack.home else set()
+        assert claims == {sub.claim_name for sub in config.storage.submounts} | home
+        assert not run.of_type(SLURM_CLUSTER)
+        return
+    (cluster,) = run.of_type(SLURM_CLUSTER)
     assert {"jail-pvc", "controller-spool-pvc"} <= claims
     sources = {s["persistentVolumeClaim"]["claimName"] for s in cluster.inputs["spec"]["volumeSources"]}
     assert sources == claims

@@ -33,12 +33,15 @@ class Rendered:
 
 @dataclass(frozen=True)
 class KeySecret:
-    """A Secret of random keys (pulumi_random.RandomPassword, one per key), e.g. Slinky's auth keys."""
+    """A Secret holding one random key (munge.py's `generated_key`), e.g. Slinky's auth keys."""
 
     role: str
     name: str
     namespace: str
-    lengths: dict[str, int]
+    key: str
+    length: int
+    # The key's keeper: bump it to replace the key (the munge rotation for auth keys).
+    rotation: int = 0
     labels: dict[str, str] = field(default_factory=dict)
 
 

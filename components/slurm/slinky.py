@@ -279,16 +279,17 @@ def render(config: PlatformConfig) -> list[Rendered]:
 
 
 def key_secrets(config: PlatformConfig) -> list[KeySecret]:
-    n, namespace = names(config), config.cluster.namespace
+    n, namespace, rotation = names(config), config.cluster.namespace, config.slurm.munge_key_rotation
     labels = {"app.kubernetes.io/instance": config.cluster.name}
+    # The auth keys play munge's part: slurm.mungeKeyRotation rotates them too.
     secrets = [
-        KeySecret("slurm-key", n["slurm_key"], namespace, {SLURM_KEY: KEY_LENGTH}, labels),
-        KeySecret("jwt-key", n["jwt_key"], namespace, {JWT_KEY: KEY_LENGTH}, labels),
+        KeySecret("slurm-key", n["slurm_key"], namespace, SLURM_KEY, KEY_LENGTH, rotation, labels),
+        KeySecret("jwt-key", n["jwt_key"], namespace, JWT_KEY, KEY_LENGTH, rotation, labels),
     ]
     if config.slurm.accounting.enabled and uses_mariadb_operator(config):
         secrets += [
-            KeySecret("mariadb-password", n["mariadb_password"], namespace, {"password": 32}, labels),
-            KeySecret("mariadb-root", n["mariadb_root"], namespace, {"password": 32}, labels),
+            KeySecret("mariadb-password", n["mariadb_password"], namespace, "password", 32, labels=labels),
+            KeySecret("mariadb-root", n["mariadb_root"], namespace, "password", 32, labels=labels),
         ]
     return secrets
 
