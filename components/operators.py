@@ -27,6 +27,8 @@ from .config import NodePoolConfig, PlatformConfig
 CERT_MANAGER = "cert-manager"
 GPU_OPERATOR = "gpu-operator"
 NETWORK_OPERATOR = "network-operator"
+SOPERATOR_CRDS = "soperator-crds"
+SOPERATOR = "soperator"
 MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
 
@@ -190,6 +192,9 @@ class Operators(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
+        from .slurm import operator_module
+
+        self.slurm_crd_releases = operator_module(config).CRD_RELEASES
         self.charts = {}
         namespaces: dict[str, k8s.core.v1.Namespace] = {}
         releases = chart_releases(config)
@@ -226,8 +231,6 @@ class Operators(pulumi.ComponentResource):
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
         self.register_outputs({"versions": self.versions})
 
-    def crds_for_slurm_cluster(self, config: PlatformConfig) -> list[pulumi.Resource]:
-        """What the Slurm custom resources must wait for: the operator's CRDs, if we install them."""
-        from .slurm import operator_module
-
-        return [self.charts[key] for key in operator_module(config).CRD_RELEASES if key in self.charts]
+    def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
+        """What the Slurm custom resources must wait for: the Slurm operator's CRDs, if we install them."""
+        return [self.charts[key] for key in self.slurm_crd_releases if key in self.charts]

@@ -60,7 +60,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         config,
         opts=pulumi.ResourceOptions.merge(
             in_namespace,
-            pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(config), storage, *([munge] if munge else [])]),
+            pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
         ),
     )
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:

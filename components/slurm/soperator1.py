@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ..config import PlatformConfig, PodResources
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
-from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
+from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import KeySecret, Rendered
 from .common import SSHD_PORT, resources, ssh_command_for, ssh_endpoint
@@ -300,9 +300,7 @@ def uses_node_port(config: PlatformConfig) -> bool:
 OPERATOR = "soperator 1.14.10"
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = True
-CRDS_RELEASE = "soperator-crds"
-OPERATOR_RELEASE = "soperator"
-CRD_RELEASES = (CRDS_RELEASE,)
+CRD_RELEASES = (SOPERATOR_CRDS,)
 
 
 def operator_values(config: PlatformConfig) -> dict[str, Any]:
@@ -319,13 +317,13 @@ def soperator_releases(config: PlatformConfig, values: dict[str, Any], after: tu
     crds_chart, crds_repo = chart_source(sop.repository, "helm-soperator-crds")
     chart, repo = chart_source(sop.repository, "helm-soperator")
     return [
-        ChartRelease(CRDS_RELEASE, crds_chart, sop.version, sop.namespace, repo=crds_repo),
+        ChartRelease(SOPERATOR_CRDS, crds_chart, sop.version, sop.namespace, repo=crds_repo),
         ChartRelease(
-            OPERATOR_RELEASE, chart, sop.version, sop.namespace, deep_merge(values, sop.values), repo=repo,
+            SOPERATOR, chart, sop.version, sop.namespace, deep_merge(values, sop.values), repo=repo,
             # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
             skip_crds=True,
             # It watches MariaDB CRs from start-up when told they exist.
-            depends_on=(CRDS_RELEASE, *after),
+            depends_on=(SOPERATOR_CRDS, *after),
         ),
     ]
 
