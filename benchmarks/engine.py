@@ -51,7 +51,7 @@ def resource_count(ws: Workspace, stack: str) -> int:
 
 def one_resource_workspace(root: Path) -> Workspace:
     ws = Workspace(root)
-    ws.project.mkdir()
+    ws.project.mkdir(parents=True)
     (ws.project / "Pulumi.yaml").write_text(
         yaml.safe_dump({"name": "one-resource", "runtime": {"name": "python", "options": {"virtualenv": ".venv"}}})
     )

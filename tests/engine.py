@@ -85,7 +85,7 @@ class Workspace:
 def new_workspace(root: Path, stack: str = "local") -> Workspace:
     """A copy of the project in `root` with its own file backend and an initialised stack."""
     workspace = Workspace(root)
-    workspace.project.mkdir()
+    workspace.project.mkdir(parents=True)
     for name in PROJECT_FILES:
         source = ROOT / name
         target = workspace.project / name
