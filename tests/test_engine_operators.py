@@ -98,3 +98,24 @@ def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(ws):
     assert changed.get("slurm-cluster") == "update"
     assert {"slurm-nodeset-gpu"} <= {name for name, op in changed.items() if op == "create"}
     assert not [name for name, op in changed.items() if op in ("replace", "delete", "create-replacement", "delete-replaced")]
+
+
+def test_policy_pack_runs_on_the_slinky_stack(ws):
+    """The pack under the engine on Slinky's resources: passes as rendered, and its Slinky rule bites when a key is cut."""
+    settings = json.loads((ws.project / "policies" / "config" / "local.json").read_text())
+    settings["slinky-references"] = "mandatory"
+    pack_config = ws.root / "slinky-pack.json"
+    pack_config.write_text(json.dumps(settings))
+    pack = ["--policy-pack", "policies", "--policy-pack-config", str(pack_config)]
+    ws.pulumi("preview", *pack, stack="slinky")
+    slinky_py = ws.project / "components" / "slurm" / "slinky.py"
+    original = slinky_py.read_text()
+    broken = original.replace('"slurmKeyRef": {"name": n["slurm_key"], "key": SLURM_KEY}', '"slurmKeyRef": {"name": "nowhere", "key": SLURM_KEY}')
+    assert broken != original
+    slinky_py.write_text(broken)
+    try:
+        result = ws.pulumi("preview", *pack, check=False, stack="slinky")
+    finally:
+        slinky_py.write_text(original)
+    assert result.returncode != 0
+    assert "slinky-references" in result.stdout + result.stderr and "'nowhere'" in result.stdout + result.stderr
