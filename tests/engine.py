@@ -9,7 +9,9 @@ import json
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -67,6 +69,17 @@ class Workspace:
         if check and result.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
+
+    @contextmanager
+    def config_set(self, path: str, value: str, stack: str = "local") -> Iterator[None]:
+        """`pulumi config set --path slurm-platform:<path> <value>` for the duration of the block."""
+        config_file = self.project / f"Pulumi.{stack}.yaml"
+        original = config_file.read_text()
+        self.pulumi("config", "set", "--path", f"slurm-platform:{path}", value, stack=stack)
+        try:
+            yield
+        finally:
+            config_file.write_text(original)
 
     def preview_steps(self, stack: str = "local") -> list[dict]:
         result = self.pulumi("preview", "--json", stack=stack)

@@ -32,18 +32,9 @@ def ws(tmp_path_factory):
         pytest.fail(str(error))
 
 
-def set_config(ws: Workspace, path: str, value: str, stack: str = "local") -> None:
-    ws.pulumi("config", "set", "--path", f"slurm-platform:{path}", value, stack=stack)
-
-
 def test_invalid_config_fails_preview_and_writes_nothing(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "storage.jail.size", "20Gi")
-    try:
+    with ws.config_set("storage.jail.size", "20Gi"):
         result = ws.pulumi("preview", check=False)
-    finally:
-        config_file.write_text(original)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert 'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"' in output
@@ -107,13 +98,8 @@ def test_generated_secrets_are_stable_and_rotate_on_request(ws):
     before = generated_secrets(ws)
     ws.pulumi("up", "--yes", "--skip-preview")
     assert generated_secrets(ws) == before
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.mungeKeyRotation", "1")
-    try:
+    with ws.config_set("slurm.mungeKeyRotation", "1"):
         steps = ws.preview_steps()
-    finally:
-        config_file.write_text(original)
     changed = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
     # The Secret's new data is unknown until the key exists, so the provider may plan a replace of it.
     assert changed.get("munge-key") == "replace" and changed.get("munge-secret") in ("update", "replace"), changed
@@ -121,25 +107,15 @@ def test_generated_secrets_are_stable_and_rotate_on_request(ws):
 
 
 def test_worker_scale_up_is_one_in_place_update(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.worker.size", "10")
-    try:
+    with ws.config_set("slurm.worker.size", "10"):
         steps = ws.preview_steps()
-    finally:
-        config_file.write_text(original)
     changed = [(s["op"], s["urn"].split("::")[-2].split("$")[-1]) for s in steps if s["op"] not in ("same", "read")]
     assert changed == [("update", SLURM_CLUSTER)], changed
 
 
 def test_worker_scale_down_warns_with_scontrol_command(ws):
-    config_file = ws.project / "Pulumi.local.yaml"
-    original = config_file.read_text()
-    set_config(ws, "slurm.worker.size", "6")
-    try:
+    with ws.config_set("slurm.worker.size", "6"):
         result = ws.pulumi("preview")
-    finally:
-        config_file.write_text(original)
     assert "scontrol delete nodeName=worker-6,worker-7" in result.stdout + result.stderr
 
 
