@@ -91,8 +91,8 @@ def test_ack_stack_previews_and_renders_valid_manifests(ws):
 def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(ws):
     derived_stack(ws, "upgrade", "rendered-upgrade", operators=no_operator_charts())
     ws.pulumi("up", "--yes", "--skip-preview", stack="upgrade")
-    ws.pulumi("config", "set", "--path", "slurm-platform:operators.soperator.version", "4.1.7", stack="upgrade")
-    steps = ws.preview_steps("upgrade")
+    with ws.config_set("operators.soperator.version", "4.1.7", stack="upgrade"):
+        steps = ws.preview_steps("upgrade")
     changed = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
     assert not [name for name in changed if name.startswith(("storage-", "munge-"))], changed
     assert changed.get("slurm-cluster") == "update"
