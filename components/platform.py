@@ -64,7 +64,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         ),
     )
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
-        warn_about_removed_workers(slurm_operator.worker_nodes(config))
+        warn_about_removed_workers(config)
 
     return {
         "environment": pulumi.Output.from_input(config.environment),

@@ -45,10 +45,15 @@ def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -
 # --- scaling down (soperator 1.14.10 leaves removed workers in slurmctld) ------
 
 
-def removed_worker_nodes(previous: Optional[list[str]], current: list[str]) -> list[str]:
+def worker_node_names(size: int) -> list[str]:
+    """soperator names Slurm workers worker-0 .. worker-(size-1)."""
+    return [f"worker-{i}" for i in range(size)]
+
+
+def removed_worker_nodes(previous: Optional[list[str]], size: int) -> list[str]:
     if not previous:
         return []
-    keep = set(current)
+    keep = set(worker_node_names(size))
     return [node for node in previous if node not in keep]
 
 
@@ -61,12 +66,12 @@ def scale_down_warning(removed: list[str]) -> Optional[str]:
     )
 
 
-def warn_about_removed_workers(current: list[str]) -> None:
+def warn_about_removed_workers(config: PlatformConfig) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
     this_stack = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
 
     def warn(previous: Optional[list[str]]) -> None:
-        message = scale_down_warning(removed_worker_nodes(previous, current))
+        message = scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))
         if message:
             pulumi.log.warn(message)
 

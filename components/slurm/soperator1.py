@@ -13,6 +13,7 @@ from typing import Any, Optional
 from ..config import PlatformConfig, PodResources
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
+from ..slurm_cluster import worker_node_names
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import KeySecret, Rendered
 from .common import SSHD_PORT, resources, ssh_command_for, ssh_endpoint
@@ -349,5 +350,4 @@ def key_secrets(config: PlatformConfig) -> list[KeySecret]:
 
 
 def worker_nodes(config: PlatformConfig) -> list[str]:
-    """soperator names Slurm workers worker-0 .. worker-(size-1)."""
-    return [f"worker-{i}" for i in range(config.slurm.worker.size)]
+    return worker_node_names(config.slurm.worker.size)

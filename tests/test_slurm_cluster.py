@@ -1,14 +1,8 @@
-"""The pure builders of soperator 1.14.10's SlurmCluster spec."""
+"""The pure builders of soperator 1.14.10's SlurmCluster spec (components/slurm/soperator1.py)."""
 
 from components.config import parse_config
-from components.slurm.soperator1 import (
-    login_endpoint,
-    restricted_login_service,
-    slurm_cluster_manifest,
-    ssh_command,
-    worker_nodes,
-)
-from components.slurm_cluster import removed_worker_nodes, scale_down_warning
+from components.slurm.soperator1 import login_endpoint, restricted_login_service, slurm_cluster_manifest, ssh_command
+from components.slurm_cluster import removed_worker_nodes, scale_down_warning, worker_node_names
 from tests.harness import stack_config
 
 
@@ -97,14 +91,10 @@ def test_login_exposure():
     ] == "203.0.113.7"
 
 
-def worker_node_names(size):
-    return worker_nodes(parse_config({"slurm": {"worker": {"size": size}}}))
-
-
 def test_worker_names_and_scale_down():
     assert worker_node_names(3) == ["worker-0", "worker-1", "worker-2"]
-    assert removed_worker_nodes(worker_node_names(10), worker_node_names(8)) == ["worker-8", "worker-9"]
-    assert removed_worker_nodes(worker_node_names(8), worker_node_names(10)) == []
-    assert removed_worker_nodes(None, worker_node_names(2)) == []
+    assert removed_worker_nodes(worker_node_names(10), 8) == ["worker-8", "worker-9"]
+    assert removed_worker_nodes(worker_node_names(8), 10) == []
+    assert removed_worker_nodes(None, 2) == []
     assert scale_down_warning([]) is None
     assert "scontrol delete nodeName=worker-8,worker-9" in scale_down_warning(["worker-8", "worker-9"])
