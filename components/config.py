@@ -688,6 +688,10 @@ class PlatformConfig(Model):
         if self.slurm_operator == "ack":
             if self.slurm.ack is None:
                 raise ValueError("slurmOperator is ack: slurm.ack is required (at least slurm.ack.image)")
+            if self.slurm.controller.size != 1:
+                raise ValueError(
+                    "slurmOperator is ack: slurm.controller.size must be 1 (the generated slurm.conf names one SlurmctldHost)"
+                )
             if accounting.enabled and (accounting.database != "external" or not self.slurm.ack.slurmdbd_conf_secret_name):
                 raise ValueError(
                     "slurmOperator is ack: slurm.accounting needs database: external and slurm.ack.slurmdbdConfSecretName "

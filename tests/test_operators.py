@@ -38,6 +38,10 @@ def test_the_config_key_chooses_the_module():
         ({"slurmOperator": "ack"}, "slurmOperator is ack: slurm.ack is required"),
         ({"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1"}}}, "slurm.accounting needs database: external"),
         ({"slurmOperator": "slinky", "ldap": {"enabled": False}}, "ldap.enabled must be true"),
+        (
+            {"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1"}, "accounting": {"enabled": False}, "controller": {"size": 2}}},
+            "slurm.controller.size must be 1",
+        ),
         ({"slurmOperator": "pbs"}, "slurm-platform:slurmOperator: Input should be 'soperator', 'ack' or 'slinky'"),
         ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}}, "slurm.partitions p: pools nope are not GPU pools"),
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "install: true needs version and repository"),
