@@ -688,6 +688,13 @@ class PlatformConfig(Model):
         if self.slurm_operator == "ack":
             if self.slurm.ack is None:
                 raise ValueError("slurmOperator is ack: slurm.ack is required (at least slurm.ack.image)")
+            autoscaling = self.slurm.ack.autoscaling
+            too_many = sorted(p.name for p in self.gpu_pools if autoscaling.enabled and p.worker_replicas > autoscaling.max_nodes_per_group)
+            if too_many:
+                raise ValueError(
+                    f"nodePools {', '.join(too_many)}: more Slurm workers than slurm.ack.autoscaling.maxNodesPerGroup "
+                    f"({autoscaling.max_nodes_per_group}) CLOUD node names; raise it or lower slurmWorkers"
+                )
             if self.slurm.controller.size != 1:
                 raise ValueError(
                     "slurmOperator is ack: slurm.controller.size must be 1 (the generated slurm.conf names one SlurmctldHost)"

@@ -42,6 +42,10 @@ def test_the_config_key_chooses_the_module():
             {"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1"}, "accounting": {"enabled": False}, "controller": {"size": 2}}},
             "slurm.controller.size must be 1",
         ),
+        (
+            {"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1", "autoscaling": {"enabled": True, "maxNodesPerGroup": 4}}, "accounting": {"enabled": False}}},
+            "nodePools gpu: more Slurm workers than slurm.ack.autoscaling.maxNodesPerGroup (4)",
+        ),
         ({"slurmOperator": "pbs"}, "slurm-platform:slurmOperator: Input should be 'soperator', 'ack' or 'slinky'"),
         ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}}, "slurm.partitions p: pools nope are not GPU pools"),
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "install: true needs version and repository"),
