@@ -704,6 +704,8 @@ class PlatformConfig(Model):
                     "slurmOperator is ack: slurm.accounting needs database: external and slurm.ack.slurmdbdConfSecretName "
                     "(an existing Secret with slurmdbd.conf), or slurm.accounting.enabled: false"
                 )
+        if self.slurm_operator == "soperator" and self.operators.soperator.version == "4.1.7" and self.slurm.controller.size != 1:
+            raise ValueError("slurm.controller.size must be 1 with soperator 4.1.7 (it runs a single slurmctld)")
         if self.slurm_operator == "soperator" and self.operators.soperator.version == "1.14.10":
             if "partitions" in self.slurm.model_fields_set:
                 raise ValueError("slurm.partitions: soperator 1.14.10 has one implicit partition (4.1.7 takes partitions)")

@@ -31,7 +31,7 @@ def snapshot(stack: str) -> dict[str, Any]:
     resources = {
         r.urn: {
             "inputs": r.inputs,
-            "parent": r.parent,
+            "parent": parent_of(r.parent),
             "dependencies": sorted(r.dependencies),
             "protect": r.protect,
             "retainOnDelete": r.retain_on_delete,
@@ -41,6 +41,11 @@ def snapshot(stack: str) -> dict[str, Any]:
     }
     # A JSON round trip makes tuples lists and keys strings, as in the file.
     return json.loads(json.dumps(resources, sort_keys=True, default=str))
+
+
+def parent_of(urn: str) -> str:
+    """The parent as the engine keys it, minus the stack: the mocks keep the first run's root Stack URN."""
+    return "stack" if "::pulumi:pulumi:Stack::" in urn else urn
 
 
 def golden_path(stack: str) -> Path:

@@ -51,6 +51,7 @@ def test_the_config_key_chooses_the_module():
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "install: true needs version and repository"),
         ({"operators": {"soperator": {"version": "3.0.0"}}}, "Input should be '1.14.10' or '4.1.7'"),
         ({"slurm": {"partitions": [{"name": "gpu"}]}}, "slurm.partitions: soperator 1.14.10 has one implicit partition"),
+        ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"controller": {"size": 2}}}, "it runs a single slurmctld"),
         (
             {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]}},
             "at most one partition can be the default",

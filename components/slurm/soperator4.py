@@ -18,7 +18,7 @@ from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
-from ..storage import JAIL_CLAIM, JAIL_SOURCE, SPOOL_SOURCE
+from ..storage import JAIL_CLAIM
 from . import KeySecret, Rendered, soperator1
 from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac
 
@@ -100,13 +100,11 @@ def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
 
 
 def controller_node(config: PlatformConfig) -> dict[str, Any]:
-    controller = config.slurm.controller
-    return {
-        "k8sNodeFilterName": NO_GPU_FILTER,
-        "slurmctld": {"image": image(config, "slurmctld"), "port": 6817, "resources": resources(controller.slurmctld)},
-        "munge": munge(config, controller.munge),
-        "volumes": {"spool": {"volumeSourceName": SPOOL_SOURCE}, "jail": {"volumeSourceName": JAIL_SOURCE}},
-    }
+    node = soperator1.controller_node(config)
+    del node["size"]  # 4.x runs a single slurmctld
+    node["slurmctld"]["image"] = image(config, "slurmctld")
+    node["munge"] = munge(config, config.slurm.controller.munge)
+    return node
 
 
 def login_node(config: PlatformConfig) -> dict[str, Any]:
