@@ -16,20 +16,47 @@ LOCAL_ENV := PULUMI_BACKEND_URL=file://$(CURDIR)/.pulumi-state \
 # interpreter through PULUMI_PYTHON_CMD.
 PULUMI_ENV = . "$$(scripts/install-pulumi.sh)" && export PULUMI_PYTHON_CMD="$(CURDIR)/$(PYTHON)"
 
-.PHONY: venv toolchain test up preview schema benchmark
+# The policy pack runs in its own virtualenv (policies/PulumiPolicy.yaml: virtualenv: venv),
+# from its own requirements, exactly as `pulumi policy publish` ships it.
+POLICY_VENV := policies/venv
+POLICY_STAMP := $(POLICY_VENV)/.installed
+
+# actionlint, built from its Go module into a cache outside the checkout.
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
+
+.PHONY: venv policy-venv toolchain test lint up preview schema benchmark
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+# Runtime, policy pack and test/lint dependencies (`pulumi up` itself installs requirements.txt only).
+$(STAMP): requirements.txt requirements-dev.txt policies/requirements.txt
 	test -x $(PYTHON) || python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
+
+policy-venv: $(POLICY_STAMP)
+
+$(POLICY_STAMP): policies/requirements.txt
+	test -x $(POLICY_VENV)/bin/python || python3 -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policies/requirements.txt
+	touch $(POLICY_STAMP)
+
+$(ACTIONLINT):
+	GOBIN=$(dir $(ACTIONLINT)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+# ruff (lint + format check) and mypy, configured in pyproject.toml; actionlint for the workflows.
+lint: $(STAMP) $(ACTIONLINT)
+	$(VENV)/bin/ruff check components policies tests benchmarks __main__.py
+	$(VENV)/bin/ruff format --check components policies tests benchmarks __main__.py
+	$(VENV)/bin/mypy
+	$(ACTIONLINT) -no-color
 
 toolchain:
 	@scripts/install-pulumi.sh >/dev/null
 
 # Everything, the engine tests included: they fail (never skip) without a toolchain.
-test: $(STAMP) toolchain
+test: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
 
 up: $(STAMP) toolchain
@@ -40,13 +67,14 @@ up: $(STAMP) toolchain
 	@echo "manifests: rendered/0-crd (CRDs) and rendered/1-manifest (everything else)"
 
 # The diff CI posts on a pull request, with the policy pack and the stack's policy config.
-preview: $(STAMP) toolchain
+preview: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PULUMI_ENV) $(if $(filter local,$(STACK)),&& export $(LOCAL_ENV)) && \
 	pulumi preview --diff --stack $(STACK) --non-interactive \
 		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
+# Writes config.schema.json and stack.schema.json; a failure leaves both as they were.
 schema: $(STAMP)
-	$(PYTHON) -m components.schema > config.schema.json
+	$(PYTHON) -m components.schema
 
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py

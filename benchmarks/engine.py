@@ -68,8 +68,7 @@ def scaled_stack(ws: Workspace, name: str, submounts: int, gpu_pools: int) -> st
     config = local["config"]
     gpu_pool = config["slurm-platform:nodePools"][0]
     config["slurm-platform:nodePools"] += [
-        {**gpu_pool, "name": f"gpu-{i:03d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:03d}"}, "karpenter": {}}
-        for i in range(gpu_pools)
+        {**gpu_pool, "name": f"gpu-{i:03d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:03d}"}, "karpenter": {}} for i in range(gpu_pools)
     ]
     config["slurm-platform:storage"]["submounts"] += [
         {"name": f"data-{i:03d}", "mountPath": f"/mnt/data-{i:03d}", "size": "1Ti"} for i in range(submounts)

@@ -7,6 +7,12 @@ from typing import Any, Optional
 import pulumi
 
 
+def warn(message: Optional[str]) -> None:
+    """Log a warning (shown by preview and update), if there is one."""
+    if message:
+        pulumi.log.warn(message)
+
+
 def child_opts(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], **extra: Any) -> pulumi.ResourceOptions:
     """Options for a component's child: parented, and waiting for what the component waits for.
 
@@ -14,7 +20,6 @@ def child_opts(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], 
     so e.g. the SlurmCluster CR would not wait for the CRDs without this.
     """
     inherited = (opts.depends_on if opts else None) or []
-    if not isinstance(inherited, list):
-        inherited = [inherited]
-    own = extra.pop("depends_on", None) or []
-    return pulumi.ResourceOptions(parent=parent, depends_on=[*inherited, *own] or None, **extra)
+    waits_for: list[Any] = list(inherited) if isinstance(inherited, list) else [inherited]
+    waits_for += extra.pop("depends_on", None) or []
+    return pulumi.ResourceOptions(parent=parent, depends_on=waits_for or None, **extra)

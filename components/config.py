@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal, Mapping, Optional
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     AfterValidator,
@@ -104,9 +105,7 @@ class KubernetesConfig(Model):
     """How the program reaches Kubernetes: a kubeconfig context, or no cluster at all."""
 
     context: Optional[str] = Field(None, description="kubeconfig context to use; the ambient default when unset.")
-    render_yaml_to_directory: Optional[str] = Field(
-        None, description="Write manifests to this directory instead of talking to a cluster."
-    )
+    render_yaml_to_directory: Optional[str] = Field(None, description="Write manifests to this directory instead of talking to a cluster.")
 
 
 # ---------------------------------------------------------------------------
@@ -119,6 +118,9 @@ class Taint(Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
 class KarpenterConfig(Model):
     """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
 
@@ -126,14 +128,12 @@ class KarpenterConfig(Model):
     node_class_kind: str = Field("EC2NodeClass", description="nodeClassRef.kind")
     node_class_name: str = Field("default", description="nodeClassRef.name")
     instance_types: list[str] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
-    capacity_types: list[Literal["on-demand", "spot", "reserved"]] = Field(default_factory=lambda: ["on-demand"])
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
 
 
 class NodePoolConfig(Model):
     name: DnsLabel
-    selector: dict[str, str] = Field(
-        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
-    )
+    selector: dict[str, str] = Field(..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}.")
     gpu_product: Optional[str] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
     cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
@@ -174,9 +174,7 @@ def _default_pools() -> list[NodePoolConfig]:
             rdma=True,
             taints=[Taint(key="nvidia.com/gpu", effect="NoSchedule")],
         ),
-        NodePoolConfig(
-            name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3
-        ),
+        NodePoolConfig(name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3),
     ]
 
 
@@ -323,7 +321,7 @@ class StorageClassConfig(Model):
     alibaba_nas: Optional[AlibabaNas] = None
 
     @model_validator(mode="after")
-    def _backend_present(self) -> "StorageClassConfig":
+    def _backend_present(self) -> StorageClassConfig:
         if self.kind == "nfs" and self.nfs is None:
             raise ValueError("kind 'nfs' needs the nfs block (server, share)")
         if self.kind == "alibabaNas" and self.alibaba_nas is None:
@@ -339,15 +337,23 @@ class StaticNfsVolume(Model):
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
+ADOPT_DESCRIPTION = (
+    "The claim (and its static PV) already exists, e.g. made by hand from the FPT guide: import it into the stack "
+    "as is (Pulumi `import`) instead of creating it; the declared spec must match the live object."
+)
+
+
 class JailConfig(Model):
     size: JailSize = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
     static_nfs: Optional[StaticNfsVolume] = Field(
         None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
     )
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SpoolConfig(Model):
     size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
 class SubmountConfig(Model):
@@ -356,6 +362,7 @@ class SubmountConfig(Model):
     mount_path: str = Field(..., pattern=r"^/", description="Same path on login and worker nodes.")
     size: Quantity = "100Gi"
     static_nfs: Optional[StaticNfsVolume] = None
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
     @property
     def claim_name(self) -> str:
@@ -369,7 +376,7 @@ class StorageConfig(Model):
     submounts: list[SubmountConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _unique_submounts(self) -> "StorageConfig":
+    def _unique_submounts(self) -> StorageConfig:
         _require_unique([s.name for s in self.submounts], "submount names")
         _require_unique([s.mount_path for s in self.submounts], "submount mountPaths")
         return self
@@ -384,7 +391,7 @@ class LdapTls(Model):
     secret_name: Optional[DnsLabel] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
 
     @model_validator(mode="after")
-    def _secret_when_enabled(self) -> "LdapTls":
+    def _secret_when_enabled(self) -> LdapTls:
         if self.enabled and not self.secret_name:
             raise ValueError("tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with ca.crt)")
         return self
@@ -456,6 +463,12 @@ class LoginConfig(Model):
     service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
     node_port: int = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort (30000-32767).")
     load_balancer_ip: str = Field("", description="sshdServiceLoadBalancerIP (empty: assigned by the cloud).")
+    ssh_address: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="Host for sshCommand with a NodePort login (a node's address or a DNS name for the nodes); "
+        "a LoadBalancer's address is read from the live Service.",
+    )
     service_annotations: dict[str, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
     allowed_source_ranges: list[Cidr] = Field(
         default_factory=list,
@@ -466,7 +479,7 @@ class LoginConfig(Model):
     munge: PodResources = _res("500m", "500Mi", "5Gi")
 
     @model_validator(mode="after")
-    def _keys_look_like_keys(self) -> "LoginConfig":
+    def _keys_look_like_keys(self) -> LoginConfig:
         for key in self.ssh_root_public_keys:
             if not re.match(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-\S+) [A-Za-z0-9+/=]+( .*)?$", key):
                 raise ValueError(f"sshRootPublicKeys entry {key[:40]!r} is not an OpenSSH public key line")
@@ -492,7 +505,7 @@ class AccountingConfig(Model):
     munge: PodResources = _res("1000m", "1Gi", "5Gi")
 
     @model_validator(mode="after")
-    def _external_block(self) -> "AccountingConfig":
+    def _external_block(self) -> AccountingConfig:
         if self.enabled and self.database == "external" and self.external is None:
             raise ValueError("database 'external' needs the external block (host, passwordSecretName)")
         return self
@@ -516,8 +529,18 @@ class NcclBenchmarkConfig(Model):
 
 class PopulateJailConfig(Model):
     overwrite: bool = Field(False, description="Re-populate (ERASE) the jail on every reconcile of the job.")
-    wipe_existing_jail_intended: bool = Field(
-        False, description="Required with overwrite: true on a static jail: you mean to erase its contents."
+    wipe_existing_jail_intended: bool = Field(False, description="Required with overwrite: true on a static jail: you mean to erase its contents.")
+
+
+class ReadinessConfig(Model):
+    """How `pulumi up` awaits the SlurmCluster (never on a render-only stack: there is no cluster to watch)."""
+
+    await_available: bool = Field(True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor).")
+    timeout_minutes: int = Field(
+        40,
+        ge=5,
+        le=24 * 60,
+        description="Create/update timeout; FPT's guide measures ~20 minutes for a first install (populate-jail job, then the pods).",
     )
 
 
@@ -599,6 +622,12 @@ class SlurmConfig(Model):
     nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
     populate_jail: PopulateJailConfig = PopulateJailConfig()
     munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
+    adopt_munge_secret: bool = Field(
+        False,
+        description="Secret <cluster>-munge already exists (made by hand or by soperator): import it and keep its key; "
+        "Pulumi owns the object but not the key until this is turned off (which writes a new key).",
+    )
+    readiness: ReadinessConfig = ReadinessConfig()
     partitions: list[PartitionConfig] = Field(
         default_factory=_default_partitions, min_length=1, description="Slurm partitions (default: `main` over every GPU pool)."
     )
@@ -646,8 +675,25 @@ class PlatformConfig(Model):
     def jail_is_static(self) -> bool:
         return self.storage.jail.static_nfs is not None
 
+    @property
+    def render_only(self) -> bool:
+        """Manifests go to a directory: there is no cluster to read, await or import from."""
+        return self.kubernetes.render_yaml_to_directory is not None
+
+    @property
+    def adopted_objects(self) -> list[str]:
+        """Config keys of the objects this stack imports instead of creating."""
+        storage = self.storage
+        adopted = [
+            key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on
+        ]
+        adopted += [f"storage.submounts[{i}].adopt" for i, sub in enumerate(storage.submounts) if sub.adopt]
+        if self.slurm.adopt_munge_secret:
+            adopted.append("slurm.adoptMungeSecret")
+        return adopted
+
     @model_validator(mode="after")
-    def _cross_checks(self) -> "PlatformConfig":
+    def _cross_checks(self) -> PlatformConfig:
         _require_unique([pool.name for pool in self.node_pools], "nodePools names")
         if not self.gpu_pools:
             raise ValueError("nodePools: at least one pool needs gpusPerNode > 0 to host Slurm workers")
@@ -674,13 +720,34 @@ class PlatformConfig(Model):
                 f"slurm.worker.slurmd.gpu is {worker_gpus}, more than any GPU pool has per node "
                 f"({max(pool.gpus_per_node for pool in self.gpu_pools)})"
             )
-        if self.environment == "prod" and self.slurm.login.service_type == "LoadBalancer" and not (
-            self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations
+        if (
+            self.environment == "prod"
+            and self.slurm.login.service_type == "LoadBalancer"
+            and not (self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations)
         ):
-            raise ValueError(
-                "slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry"
-            )
+            raise ValueError("slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry")
+        self._check_adoption()
         return self
+
+    def _check_adoption(self) -> None:
+        adopted = self.adopted_objects
+        if not adopted:
+            return
+        if self.render_only:
+            raise ValueError(
+                f"{', '.join(adopted)}: adoption imports live objects, but kubernetes.renderYamlToDirectory "
+                "makes this a render-only stack with no cluster to import from"
+            )
+        if self.cluster.create_namespace:
+            raise ValueError(
+                f"{', '.join(adopted)}: adopted objects live in an existing namespace; "
+                f"set cluster.createNamespace: false (namespace {self.cluster.namespace!r})"
+            )
+        if self.slurm.adopt_munge_secret and self.slurm.munge_key_rotation:
+            raise ValueError(
+                "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it; "
+                "set adoptMungeSecret: false to let Pulumi write (and rotate) the key"
+            )
 
     @model_validator(mode="after")
     def _operator_checks(self) -> "PlatformConfig":
@@ -767,7 +834,8 @@ def parse_config(raw: Mapping[str, Any]) -> PlatformConfig:
         return PlatformConfig.model_validate(dict(raw))
     except ValidationError as error:
         lines = [_describe(e) for e in error.errors(include_url=False)]
-        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
+        # The listed problems are the whole story; pydantic's traceback would only repeat them.
+        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines)) from None
 
 
 def raw_config_from_pulumi() -> dict[str, Any]:

@@ -18,7 +18,6 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from . import child_opts
-
 from .config import LdapConfig
 
 SERVICE_NAME = "ldap-service"

@@ -8,6 +8,14 @@ Every generated key is a `RandomPassword`, never `RandomBytes`, `RandomId` or
 `RandomString`: those use the value itself as the resource id, and Pulumi keeps
 ids in plaintext (the state file, `preview --diff`'s `[id=...]`). A
 `RandomPassword`'s id is `none` and its result is a secret.
+
+munged reads the key only at start. soperator 1.14.10 stamps the Secret's
+resourceVersion into the pod templates of the controller, worker and login
+StatefulSets and the accounting Deployment, so it rolls them, once each, on its
+next reconcile; but a change to a Secret it does not own triggers none. A
+rotation is therefore announced at preview with exactly what restarts and the
+controlled step: restart the operator (it reconciles at start), and restart the
+exporter, which is not tied to the Secret (`rotation_warning`).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from . import child_opts
+from .config import PlatformConfig
 
 # munged accepts keys of 32 to 1024 bytes. 1024 characters of [A-Za-z0-9]
 # carry about 6,100 bits, more than the 8,192-bit `mungekey` default needs.
@@ -41,6 +50,44 @@ def secret_data(value: pulumi.Output[str]) -> pulumi.Output[str]:
     return pulumi.Output.secret(value.apply(lambda text: base64.b64encode(text.encode()).decode()))
 
 
+# soperator 1.14.10's workload names (its naming package: no cluster prefix).
+OPERATOR_ROLLED = ["statefulset/controller", "statefulset/worker", "statefulset/login"]
+# The label its helm-soperator chart puts on the operator's Deployment, whatever the release is called.
+OPERATOR_SELECTOR = "app.kubernetes.io/name=helm-soperator"
+
+
+def munge_workloads(config: PlatformConfig) -> tuple[list[str], list[str]]:
+    """Workloads whose pods run munged: (those soperator rolls for a new key, those it does not)."""
+    slurm = config.slurm
+    rolled = OPERATOR_ROLLED + (["deployment/accounting"] if slurm.accounting.enabled else [])
+    not_rolled = ["deployment/exporter"] if slurm.exporter.enabled else []
+    return rolled, not_rolled
+
+
+def rotation_warning(config: PlatformConfig, previous_rotation: Optional[float]) -> Optional[str]:
+    """What a munge key rotation restarts, and the step that restarts it; None when the key stays."""
+    current = config.slurm.munge_key_rotation
+    if previous_rotation is None:
+        return None
+    previous_rotation = int(previous_rotation)  # stack outputs hold numbers as floats
+    if previous_rotation == current:
+        return None
+    namespace = config.cluster.namespace
+    rolled, not_rolled = munge_workloads(config)
+    steps = [f"kubectl -n {config.operators.soperator.namespace} rollout restart deployment -l {OPERATOR_SELECTOR}"]
+    if not_rolled:
+        steps.append(f"kubectl -n {namespace} rollout restart {' '.join(not_rolled)}")
+    steps.append(f"kubectl -n {namespace} rollout status {' '.join(rolled + not_rolled)}")
+    return (
+        f"munge key rotation {previous_rotation} -> {current}: Secret {munge_secret_name(config.cluster.name)} gets a new key, "
+        f"which munged reads only at start. These pods will restart: {' '.join(rolled + not_rolled)} (namespace {namespace}); "
+        "until all have, Slurm daemons holding different keys reject each other (plan a maintenance window). "
+        f"After `pulumi up`, run: {' && '.join(steps)} "
+        f"(the restarted operator rolls {', '.join(rolled)} once each for the new Secret"
+        + ("; it does not tie the exporter to it)" if not_rolled else ")")
+    )
+
+
 class MungeKey(pulumi.ComponentResource):
     secret_name: pulumi.Output[str]
 
@@ -51,19 +98,32 @@ class MungeKey(pulumi.ComponentResource):
         namespace: str,
         rotation: int = 0,
         opts: Optional[pulumi.ResourceOptions] = None,
+        adopt: bool = False,
     ):
         super().__init__("slurm-platform:munge:MungeKey", name, None, opts)
-        key = generated_key(f"{name}-key", MUNGE_KEY_LENGTH, rotation, child_opts(self, opts))
-        secret = k8s.core.v1.Secret(
-            f"{name}-secret",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=munge_secret_name(cluster_name),
-                namespace=namespace,
-                labels={"app.kubernetes.io/managed-by": "pulumi", "slurm.nebius.ai/cluster": cluster_name},
-            ),
-            type="Opaque",
-            data={MUNGE_KEY_FIELD: secret_data(key.result)},
-            opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
-        )
+        secret_name = munge_secret_name(cluster_name)
+        metadata = k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=namespace)
+        secret_opts = child_opts(self, opts, additional_secret_outputs=["data", "stringData"])
+        if adopt:
+            # Imported as it is: the existing key stays, and no label of ours changes the object.
+            secret = k8s.core.v1.Secret(
+                f"{name}-secret",
+                metadata=metadata,
+                type="Opaque",
+                opts=pulumi.ResourceOptions.merge(
+                    secret_opts,
+                    pulumi.ResourceOptions(import_=f"{namespace}/{secret_name}", ignore_changes=["data", "stringData"]),
+                ),
+            )
+        else:
+            key = generated_key(f"{name}-key", MUNGE_KEY_LENGTH, rotation, child_opts(self, opts))
+            metadata.labels = {"app.kubernetes.io/managed-by": "pulumi", "slurm.nebius.ai/cluster": cluster_name}
+            secret = k8s.core.v1.Secret(
+                f"{name}-secret",
+                metadata=metadata,
+                type="Opaque",
+                data={MUNGE_KEY_FIELD: secret_data(key.result)},
+                opts=secret_opts,
+            )
         self.secret_name = secret.metadata.name
         self.register_outputs({"secretName": self.secret_name})

@@ -12,7 +12,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import child_opts
-
 from .config import NodePoolConfig, quantity_value
 
 GPU_FILTER = "gpu"
@@ -32,10 +31,7 @@ def _placement(pools: list[NodePoolConfig]) -> dict[str, Any]:
     """One pool: a nodeSelector. Several: node affinity with one term per pool (terms are ORed)."""
     if len(pools) == 1:
         return {"nodeSelector": dict(pools[0].selector)}
-    terms = [
-        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]}
-        for pool in pools
-    ]
+    terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]} for pool in pools]
     return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}
 
 

@@ -20,7 +20,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import child_opts
-
 from .config import NodePoolConfig, PlatformConfig
 
 # Release keys, also the suffix of each Chart resource's name.
@@ -31,6 +30,25 @@ SOPERATOR_CRDS = "soperator-crds"
 SOPERATOR = "soperator"
 MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
+
+
+# helm.v4.Chart renders a chart like `helm template` and never runs its hooks
+# (nor keeps a Helm release object). What each chart we install uses hooks for,
+# read from the pinned chart sources, and how this program makes up for it.
+HELM_HOOKS: dict[str, str] = {
+    GPU_OPERATOR: "v24.9.2: pre-upgrade Job applying the CRDs (operator.upgradeCRD, off here: the CRDs in the chart's crds/ "
+    "are Pulumi resources, updated with the chart); pre-delete CRD cleanup (operator.cleanupCRD, off by default); NFD's "
+    "post-delete Job pruning node labels (not run: after removing the chart, NFD's labels stay on the nodes)",
+    NETWORK_OPERATOR: "24.10.1: pre-install/pre-upgrade Job applying the CRDs (upgradeCRDs, off here: Pulumi applies crds/); "
+    "pre-install/pre-upgrade keep-ncp Job protecting a NicClusterPolicy a pre-24.10 chart made (not needed: this program "
+    "declares the NicClusterPolicy itself); SR-IOV pre-delete webhook cleanup (SR-IOV is off)",
+    SOPERATOR_CRDS: "1.14.10: no hooks; the CRD is a template, so it is updated with the chart",
+    SOPERATOR: "1.14.10: no hooks",
+    MARIADB_CRDS: "no hooks (26.6.0)",
+    MARIADB_OPERATOR: "0.29.0 and 26.6.0: no hooks; webhook certificates come from its own cert-controller",
+    CERT_MANAGER: "v1.16.2: post-install startupapicheck Job (startupapicheck.enabled, off here: it only polls the webhook; "
+    "Pulumi awaits the webhook Deployment instead)",
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,10 @@ class ChartRelease:
     repo: Optional[str] = None
     depends_on: tuple[str, ...] = ()
     skip_crds: bool = False
+
+
+# startupapicheck is a post-install hook (see HELM_HOOKS).
+CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, Optional[str]]:
@@ -71,6 +93,7 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
     if gpu.driver_version:
         driver["version"] = gpu.driver_version
     values = {
+        "operator": {"upgradeCRD": False},  # a Helm hook (see HELM_HOOKS)
         "driver": driver,
         "toolkit": {"enabled": gpu.toolkit_enabled},
         "devicePlugin": {"enabled": gpu.device_plugin_enabled},
@@ -84,6 +107,7 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
 def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     network = config.operators.network_operator
     values = {
+        "upgradeCRDs": False,  # a Helm hook (see HELM_HOOKS)
         "nfd": {"enabled": network.node_feature_discovery},
         "sriovNetworkOperator": {"enabled": False},
     }
@@ -114,9 +138,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     if installs_cert_manager(config):
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
-        releases.append(
-            ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge({"crds": {"enabled": True}}, cm.values), repo=repo)
-        )
+        releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo))
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator
         chart, repo = chart_source(gpu.repository, "gpu-operator")
@@ -135,9 +157,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
             operator_values = deep_merge({"crds": {"enabled": False}}, maria.values)
             mariadb_keys += (MARIADB_CRDS,)
         chart, repo = chart_source(maria.repository, "mariadb-operator")
-        releases.append(
-            ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys)
-        )
+        releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys))
         mariadb_keys += (MARIADB_OPERATOR,)
     # Webhook certificates come from cert-manager: the Slurm operator starts after it.
     after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
@@ -145,24 +165,34 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     return releases
 
 
+def installed_charts(releases: list[ChartRelease]) -> dict[str, dict[str, str]]:
+    """Release -> chart reference, pinned version and namespace, as `helm list` would show them."""
+    return {
+        release.key: {
+            "chart": f"{release.repo}/{release.chart}" if release.repo else release.chart,
+            "version": release.version,
+            "namespace": release.namespace,
+        }
+        for release in releases
+    }
+
+
 def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
     return [pool for pool in pools if pool.rdma]
 
 
 def nic_cluster_policy(config: PlatformConfig) -> Optional[dict[str, Any]]:
-    """`NicClusterPolicy` with the RDMA shared device plugin, when a pool has RDMA."""
+    """`NicClusterPolicy` with the RDMA shared device plugin, when a pool has RDMA and we
+    install the network operator (a cloud portal that installs it owns its policy too)."""
     pools = rdma_pools(config.node_pools)
-    if not pools:
+    if not pools or not config.operators.network_operator.install:
         return None
     net = config.operators.network_operator
     selectors: dict[str, Any] = {"vendors": ["15b3"]}  # Mellanox
     if net.rdma_if_names:
         selectors["ifNames"] = list(net.rdma_if_names)
     plugin_config = {"configList": [{"resourceName": net.rdma_resource_name, "rdmaHcaMax": net.rdma_hca_max, "selectors": selectors}]}
-    node_terms = [
-        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]}
-        for pool in pools
-    ]
+    node_terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.selector.items())]} for pool in pools]
     repository, image = net.rdma_shared_device_plugin_image.rsplit("/", 1)
     spec = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}},
@@ -189,6 +219,7 @@ class Operators(pulumi.ComponentResource):
 
     charts: dict[str, k8s.helm.v4.Chart]
     versions: pulumi.Output[dict]
+    installed: pulumi.Output[dict]
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
@@ -229,7 +260,8 @@ class Operators(pulumi.ComponentResource):
                 opts=child_opts(self, opts, depends_on=[network_chart] if network_chart else None),
             )
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
-        self.register_outputs({"versions": self.versions})
+        self.installed = pulumi.Output.from_input(installed_charts(releases))
+        self.register_outputs({"versions": self.versions, "installed": self.installed})
 
     def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
         """What the Slurm custom resources must wait for: the Slurm operator's CRDs, if we install them."""

@@ -7,9 +7,10 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from . import warn
 from .config import PlatformConfig
 from .ldap import LdapDirectory
-from .munge import MungeKey
+from .munge import MungeKey, rotation_warning
 from .node_pools import NodePools
 from .operators import Operators
 from .slurm import operator_module
@@ -50,7 +51,14 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     storage = Storage("storage", config, opts=in_namespace)
     slurm_operator = operator_module(config)
     munge = (
-        MungeKey("munge", config.cluster.name, namespace, config.slurm.munge_key_rotation, opts=in_namespace)
+        MungeKey(
+            "munge",
+            config.cluster.name,
+            namespace,
+            config.slurm.munge_key_rotation,
+            opts=in_namespace,
+            adopt=config.slurm.adopt_munge_secret,
+        )
         if slurm_operator.USES_MUNGE
         else None
     )
@@ -63,8 +71,11 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
         ),
     )
+    # What this stack exported last time: the baseline of the preview-time warnings.
+    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
-        warn_about_removed_workers(config)
+        warn_about_removed_workers(config, previous.get_output("workerNodes"))
+    previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
 
     return {
         "environment": pulumi.Output.from_input(config.environment),
@@ -72,13 +83,18 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "namespace": pulumi.Output.from_input(namespace),
         "clusterName": pulumi.Output.from_input(config.cluster.name),
         "workerNodes": slurm.worker_nodes,
+        "slurmPhase": slurm.phase,
+        "slurmUnmetConditions": slurm.unmet_conditions,
+        "slurmServices": slurm.service_names,
         "loginEndpoint": slurm.login_endpoint,
         "sshCommand": slurm.ssh_command,
         "pvcNames": storage.claim_names,
         "storageClassName": storage.storage_class_name,
         "mungeSecretName": munge.secret_name if munge else pulumi.Output.from_input(None),
+        "mungeKeyRotation": pulumi.Output.from_input(config.slurm.munge_key_rotation),
         "ldapUri": ldap.uri if ldap else pulumi.Output.from_input(None),
         "chartVersions": operators.versions,
+        "installedCharts": operators.installed,
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
     }

@@ -15,7 +15,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import child_opts
-
 from .config import PlatformConfig, StaticNfsVolume, StorageClassConfig
 
 JAIL_CLAIM = "jail-pvc"
@@ -36,6 +35,7 @@ class DataVolume:
     claim_name: str
     size: str
     static_nfs: Optional[StaticNfsVolume] = None
+    adopt: bool = False
 
     @property
     def static_volume_name(self) -> str:
@@ -45,12 +45,12 @@ class DataVolume:
 def data_volumes(config: PlatformConfig) -> list[DataVolume]:
     """The jail and spool (soperator only), then the shared submounts every operator mounts."""
     storage = config.storage
-    shared = [DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs) for sub in storage.submounts]
+    shared = [DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts]
     if not config.uses_jail:
         return shared
     return [
-        DataVolume(JAIL_SOURCE, JAIL_CLAIM, storage.jail.size, storage.jail.static_nfs),
-        DataVolume(SPOOL_SOURCE, SPOOL_CLAIM, storage.controller_spool.size),
+        DataVolume(JAIL_SOURCE, JAIL_CLAIM, storage.jail.size, storage.jail.static_nfs, storage.jail.adopt),
+        DataVolume(SPOOL_SOURCE, SPOOL_CLAIM, storage.controller_spool.size, adopt=storage.controller_spool.adopt),
         *shared,
     ]
 
@@ -83,6 +83,11 @@ def storage_class_manifest(storage_class: StorageClassConfig) -> Optional[dict[s
     }
 
 
+def _labels(volume: DataVolume) -> dict[str, Any]:
+    # An adopted object is imported as it is: a label of ours would be a change to the hand-made object.
+    return {} if volume.adopt else {"labels": {"slurm-platform/volume": volume.source_name}}
+
+
 def claim_manifest(volume: DataVolume, namespace: str, storage_class_name: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"accessModes": [RWX], "resources": {"requests": {"storage": volume.size}}}
     if volume.static_nfs is not None:
@@ -94,7 +99,7 @@ def claim_manifest(volume: DataVolume, namespace: str, storage_class_name: str) 
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": volume.claim_name, "namespace": namespace, "labels": {"slurm-platform/volume": volume.source_name}},
+        "metadata": {"name": volume.claim_name, "namespace": namespace, **_labels(volume)},
         "spec": spec,
     }
 
@@ -105,7 +110,7 @@ def static_volume_manifest(volume: DataVolume, namespace: str) -> dict[str, Any]
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": volume.static_volume_name, "labels": {"slurm-platform/volume": volume.source_name}},
+        "metadata": {"name": volume.static_volume_name, **_labels(volume)},
         "spec": {
             "capacity": {"storage": volume.size},
             "accessModes": [RWX],
@@ -116,6 +121,12 @@ def static_volume_manifest(volume: DataVolume, namespace: str) -> dict[str, Any]
             "claimRef": {"namespace": namespace, "name": volume.claim_name},
         },
     }
+
+
+def adoption_id(manifest: dict[str, Any]) -> str:
+    """The ID Pulumi imports a live Kubernetes object by: `namespace/name`, or `name` when cluster-scoped."""
+    meta = manifest["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
 def _metadata(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
@@ -160,7 +171,7 @@ class Storage(pulumi.ComponentResource):
                         f"{name}-{volume.static_volume_name}",
                         metadata=_metadata(pv),
                         spec=pv["spec"],
-                        opts=child_opts(self, opts, **keep),
+                        opts=child_opts(self, opts, import_=adoption_id(pv) if volume.adopt else None, **keep),
                     )
                 )
             claim = claim_manifest(volume, namespace, config.storage.storage_class.name)
@@ -168,7 +179,7 @@ class Storage(pulumi.ComponentResource):
                 f"{name}-{volume.claim_name}",
                 metadata=_metadata(claim),
                 spec=claim["spec"],
-                opts=child_opts(self, opts, depends_on=deps, **keep),
+                opts=child_opts(self, opts, depends_on=deps, import_=adoption_id(claim) if volume.adopt else None, **keep),
             )
         self.claim_names = pulumi.Output.from_input({v.source_name: v.claim_name for v in data_volumes(config)})
         self.storage_class_name = pulumi.Output.from_input(config.storage.storage_class.name)

@@ -9,9 +9,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -103,10 +103,12 @@ def new_workspace(root: Path, stack: str = "local") -> Workspace:
         source = ROOT / name
         target = workspace.project / name
         if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "venv"))
         else:
             shutil.copy(source, target)
     (workspace.project / ".venv").symlink_to(ROOT / ".venv")
+    # The policy pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), built by `make policy-venv`.
+    (workspace.project / "policies" / "venv").symlink_to(ROOT / "policies" / "venv")
     workspace.state.mkdir()
     workspace.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
     return workspace

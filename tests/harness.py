@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pulumi
 import yaml
@@ -36,6 +37,10 @@ class Registered:
     custom: bool
     secret_inputs: list[str]
     provider: str
+    import_id: str = ""
+    ignore_changes: list[str] = field(default_factory=list)
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    read: bool = False
 
 
 @dataclass
@@ -56,7 +61,8 @@ class Run:
         return next(r for r in self.resources if r.urn == urn)
 
     def kubernetes_objects(self) -> list[Registered]:
-        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom]
+        """Objects the program declares (reads of live objects excluded)."""
+        return [r for r in self.resources if r.type.startswith("kubernetes:") and r.custom and not r.read]
 
     def longest_dependency_chain(self) -> list[str]:
         """Longest path through explicit and input-derived dependencies (names, first to last)."""
@@ -74,13 +80,18 @@ class Run:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Outputs echo the inputs, plus what the providers would compute."""
+    """Outputs echo the inputs, plus what the providers would compute.
 
-    def __init__(self, stack_outputs: Optional[dict[str, Any]] = None):
+    `live` stands in for the cluster: outputs by resource type (e.g. a SlurmCluster's
+    `status`, a Service's `spec`/`status`) merged over the echo, for created and read resources.
+    """
+
+    def __init__(self, stack_outputs: Optional[dict[str, Any]] = None, live: Optional[dict[str, dict[str, Any]]] = None):
         self.stack_outputs = stack_outputs or {}
+        self.live = live or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        outputs = dict(args.inputs)
+        outputs = {**dict(args.inputs), **self.live.get(args.typ, {})}
         if args.typ == "random:index/randomPassword:RandomPassword":
             outputs["result"] = "p" * int(args.inputs["length"])
         elif args.typ == "pulumi:pulumi:StackReference":
@@ -115,16 +126,41 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     secret_inputs=_secret_keys(request.object),
                     provider=request.provider,
+                    import_id=request.importId,
+                    ignore_changes=list(request.ignoreChanges),
+                    custom_timeouts={
+                        op: getattr(request.customTimeouts, op) for op in ("create", "update", "delete") if getattr(request.customTimeouts, op)
+                    },
                 )
             )
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self.run.resources.append(
+            Registered(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                inputs={},
+                parent=request.parent,
+                dependencies=list(request.dependencies),
+                protect=False,
+                retain_on_delete=False,
+                additional_secret_outputs=[],
+                custom=True,
+                secret_inputs=[],
+                provider=request.provider,
+                import_id=request.id,
+                read=True,
+            )
+        )
         return response
 
 
 def _secret_keys(struct) -> list[str]:
     """Top-level input keys whose value holds a Pulumi secret (as sent to the engine)."""
-    return sorted(
-        key for key, value in struct.fields.items() if rpc._special_secret_sig in json_format.MessageToJson(value)
-    )
+    return sorted(key for key, value in struct.fields.items() if rpc._special_secret_sig in json_format.MessageToJson(value))
 
 
 class _WarningCollector(logging.Handler):
@@ -141,6 +177,7 @@ def run_under_mocks(
     config: Optional[dict[str, Any]] = None,
     stack: str = "test",
     previous_outputs: Optional[dict[str, Any]] = None,
+    live: Optional[dict[str, dict[str, Any]]] = None,
 ) -> Run:
     """Run `program` with `slurm-platform:*` config set; return what it registered.
 
@@ -150,10 +187,8 @@ def run_under_mocks(
     logger = logging.getLogger(f"pulumi-mocks-{id(run)}")
     logger.propagate = False
     logger.addHandler(_WarningCollector(run))
-    mocks = RecordingMocks(previous_outputs)
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run)
-    )
+    mocks = RecordingMocks(previous_outputs, live)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, logger=logger, monitor=RecordingMonitor(mocks, run))
     pulumi.runtime.set_all_config({f"{PROJECT}:{k}": json.dumps(v) if not isinstance(v, str) else v for k, v in (config or {}).items()})
 
     @pulumi.runtime.test
@@ -168,11 +203,7 @@ def run_under_mocks(
 def stack_config(stack: str) -> dict[str, Any]:
     """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
     document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return {
-        key.split(":", 1)[1]: value
-        for key, value in (document.get("config") or {}).items()
-        if key.startswith(f"{PROJECT}:")
-    }
+    return {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
 
 
 def example_stacks() -> list[str]:

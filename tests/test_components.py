@@ -6,11 +6,11 @@ import pytest
 
 from components.config import parse_config
 from components.ldap import LdapDirectory
-from components.munge import MungeKey
+from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
-from components.operators import Operators
-from components.storage import Storage
+from components.operators import HELM_HOOKS, Operators, chart_releases
 from components.slurm_cluster import SlurmCluster
+from components.storage import Storage
 from tests.harness import run_under_mocks, stack_config
 
 
@@ -40,6 +40,18 @@ def test_munge_key_is_1024_random_characters_in_the_cluster_secret():
 def test_munge_rotation_is_a_keeper():
     run = run_under_mocks(lambda: MungeKey("munge", "c", "ns", rotation=3) and None)
     assert only(run, "random:index/randomPassword:RandomPassword").inputs["keepers"] == {"rotation": "3"}
+
+
+def test_rotation_restarts_only_the_munge_carrying_workloads_that_exist():
+    assert munge_workloads(parse_config({})) == (
+        ["statefulset/controller", "statefulset/worker", "statefulset/login", "deployment/accounting"],
+        ["deployment/exporter"],
+    )
+    lean = parse_config({"slurm": {"accounting": {"enabled": False}, "exporter": {"enabled": False}}})
+    assert munge_workloads(lean) == (["statefulset/controller", "statefulset/worker", "statefulset/login"], [])
+    warning = rotation_warning(parse_config({"slurm": {"mungeKeyRotation": 2, "exporter": {"enabled": False}}}), 1.0)
+    assert warning is not None and "munge key rotation 1 -> 2" in warning and "exporter" not in warning
+    assert rotation_warning(parse_config({"slurm": {"mungeKeyRotation": 2}}), 2.0) is None
 
 
 def test_children_are_named_after_and_parented_to_the_component():
@@ -152,7 +164,9 @@ def test_operators_charts_are_pinned_with_repos():
     assert charts["soperator"]["values"]["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
     maria = charts["mariadb-operator"]
     assert (maria["chart"], maria["version"], maria["repositoryOpts"]["repo"]) == (
-        "mariadb-operator", "0.29.0", "https://helm.mariadb.com/mariadb-operator"
+        "mariadb-operator",
+        "0.29.0",
+        "https://helm.mariadb.com/mariadb-operator",
     )
     assert all(chart["version"] for chart in charts.values())
     assert run.outputs["versions"]["gpu-operator"] == "v24.9.2"
@@ -161,7 +175,10 @@ def test_operators_charts_are_pinned_with_repos():
 def test_operator_order_crds_first():
     run = operators_run("prod-hanoi")
     charts = {r.name: r for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
-    depends = lambda name: {run.by_urn(u).name for u in charts[name].dependencies}
+
+    def depends(name):
+        return {run.by_urn(u).name for u in charts[name].dependencies}
+
     assert {"operators-soperator-crds", "operators-mariadb-operator"} <= depends("operators-soperator")
     assert not depends("operators-gpu-operator") & set(charts)
 
@@ -182,6 +199,7 @@ def test_cert_manager_only_on_request():
     raw["operators"]["certManager"] = {"install": True}
     cm = operators_run("prod-hanoi", operators=raw["operators"]).named("operators-cert-manager")
     assert cm.inputs["values"]["crds"] == {"enabled": True} and cm.inputs["version"] == "v1.16.2"
+    assert cm.inputs["values"]["startupapicheck"] == {"enabled": False}
 
 
 def test_nic_cluster_policy_with_rdma_shared_device_plugin():
@@ -258,11 +276,162 @@ def test_ldap_tls_opens_636():
 # --- Slurm cluster -----------------------------------------------------------
 
 
+SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+SERVICE = "kubernetes:core/v1:Service"
+AVAILABLE = {"status": {"phase": "Available", "conditions": [{"type": "LoginAvailable", "status": "True", "message": "ok"}]}}
+
+
+def slurm_run(config, live=None):
+    def program():
+        slurm = SlurmCluster("slurm", config)
+        return {"ssh": slurm.ssh_command, "endpoint": slurm.login_endpoint, "phase": slurm.phase}
+
+    return run_under_mocks(program, live=live)
+
+
 def test_slurm_cluster_component_declares_the_cr_and_restricted_login():
     config = parse_config(stack_config("prod-hanoi"))
-    run = run_under_mocks(lambda: {"ssh": SlurmCluster("slurm", config).ssh_command})
-    cluster = only(run, "kubernetes:slurm.nebius.ai/v1:SlurmCluster")
-    assert cluster.inputs["metadata"] == {"name": "fpt-hpc", "namespace": "fpt-hpc"}
-    login = run.named("slurm-login-ssh").inputs
-    assert login["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
-    assert run.outputs["ssh"].startswith("ssh root@$(kubectl get svc fpt-hpc-login-ssh -n fpt-hpc")
+    live = {SLURM_CLUSTER: AVAILABLE, SERVICE: {"status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.20"}]}}}}
+    run = slurm_run(config, live)
+    cluster = only(run, SLURM_CLUSTER)
+    assert cluster.inputs["metadata"]["name"] == "fpt-hpc" and cluster.inputs["metadata"]["namespace"] == "fpt-hpc"
+    assert "status" not in cluster.inputs
+    assert cluster.custom_timeouts == {"create": "40m", "update": "40m"}
+    login = run.named("slurm-login-ssh")
+    assert login.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
+    assert cluster.urn in login.dependencies  # its endpoints are the login pods of an Available cluster
+    assert not [r for r in run.resources if r.read]
+    assert run.outputs == {"ssh": "ssh root@198.51.100.20", "endpoint": "198.51.100.20:22", "phase": "Available"}
+
+
+def test_operator_login_service_is_read_after_the_cluster():
+    config = parse_config(stack_config("prod-hangzhou"))
+    live = {
+        SLURM_CLUSTER: AVAILABLE,
+        SERVICE: {
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 22}]},
+            "status": {"loadBalancer": {"ingress": [{"hostname": "slb.example.cn"}]}},
+        },
+    }
+    run = slurm_run(config, live)
+    (read,) = [r for r in run.resources if r.read]
+    assert read.type == SERVICE and read.import_id == "slurm/ack-hpc-login-svc"
+    assert run.outputs["ssh"] == "ssh root@slb.example.cn"
+
+
+def test_render_only_stack_reads_and_awaits_nothing():
+    run = slurm_run(parse_config(stack_config("local")))
+    assert not [r for r in run.resources if r.read]
+    assert only(run, SLURM_CLUSTER).custom_timeouts == {}
+    assert run.outputs["ssh"] == "ssh -p 30022 root@<any-node-ip>"
+    assert run.outputs["phase"] is None and run.outputs["endpoint"] is None
+
+
+def test_a_cluster_that_is_not_available_warns_with_its_conditions():
+    config = parse_config(stack_config("prod-hanoi"))
+    status = {
+        "phase": "Not available",
+        "conditions": [{"type": "WorkersAvailable", "status": "False", "message": "Slurm workers are not available yet"}],
+    }
+    run = slurm_run(config, {SLURM_CLUSTER: {"status": status}})
+    (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
+    assert "WorkersAvailable=False: Slurm workers are not available yet" in warning
+
+
+def test_unmet_conditions_are_an_output():
+    status = {"phase": "Not available", "conditions": [{"type": "LoginAvailable", "status": "Unknown", "message": "Reconciling Slurm Login"}]}
+
+    def program():
+        return {"unmet": SlurmCluster("slurm", parse_config(stack_config("prod-hanoi"))).unmet_conditions}
+
+    assert run_under_mocks(program, live={SLURM_CLUSTER: {"status": status}}).outputs["unmet"] == ["LoginAvailable=Unknown: Reconciling Slurm Login"]
+    assert run_under_mocks(program, live={SLURM_CLUSTER: AVAILABLE}).outputs["unmet"] == []
+
+
+# --- adoption ------------------------------------------------------------------
+
+
+def adopted_config(**storage):
+    raw = stack_config("dev")
+    raw["cluster"] = {**raw["cluster"], "createNamespace": False}
+    raw["storage"] = {**raw["storage"], "jail": {"size": "100Gi", "adopt": True}, "controllerSpool": {"size": "10Gi", "adopt": True}, **storage}
+    raw["slurm"] = {**raw["slurm"], "adoptMungeSecret": True}
+    return parse_config(raw)
+
+
+def test_adopted_claims_are_imported_exactly_as_the_fpt_guide_makes_them():
+    config = adopted_config()
+    run = run_under_mocks(lambda: Storage("storage", config) and None)
+    claims = {r.inputs["metadata"]["name"]: r for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert {name: claim.import_id for name, claim in claims.items()} == {
+        "jail-pvc": "fpt-hpc/jail-pvc",
+        "controller-spool-pvc": "fpt-hpc/controller-spool-pvc",
+    }
+    # The guide's jail-pvc.yaml, field for field: no label of ours that would change the object.
+    jail = claims["jail-pvc"].inputs
+    assert jail["metadata"] == {"name": "jail-pvc", "namespace": "fpt-hpc"}
+    assert jail["spec"] == {"storageClassName": "default", "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}}
+    for claim in claims.values():
+        assert claim.protect and claim.retain_on_delete
+
+
+def test_only_adopted_volumes_are_imported():
+    raw = stack_config("prod-hanoi")
+    raw["cluster"] = {**raw["cluster"], "createNamespace": False}
+    raw["storage"]["jail"] = {**raw["storage"]["jail"], "adopt": True}
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: Storage("storage", config) and None)
+    imports = {r.name: r.import_id for r in run.kubernetes_objects() if r.import_id}
+    assert imports == {"storage-jail-pvc-nfs": "jail-pvc-nfs", "storage-jail-pvc": "fpt-hpc/jail-pvc"}
+    submount = run.named("storage-jail-submount-mlperf-sd-pvc")
+    assert submount.inputs["metadata"]["labels"] == {"slurm-platform/volume": "mlperf-sd"}
+
+
+def test_an_adopted_munge_secret_keeps_its_key():
+    run = run_under_mocks(lambda: {"name": MungeKey("munge", "fpt-hpc", "fpt-hpc", adopt=True).secret_name})
+    assert not run.of_type("random:index/randomBytes:RandomBytes")
+    secret = only(run, "kubernetes:core/v1:Secret")
+    assert secret.import_id == "fpt-hpc/fpt-hpc-munge"
+    assert "data" not in secret.inputs and set(secret.ignore_changes) == {"data", "stringData"}
+    assert secret.inputs["metadata"] == {"name": "fpt-hpc-munge", "namespace": "fpt-hpc"}
+    assert run.outputs["name"] == "fpt-hpc-munge"
+
+
+def test_nothing_is_imported_without_adopt():
+    config = parse_config(stack_config("prod-hanoi"))
+    run = run_under_mocks(lambda: Storage("storage", config) and MungeKey("munge", "c", "ns") and None)
+    assert not [r.name for r in run.resources if r.import_id]
+
+
+# --- operator opt-outs ---------------------------------------------------------
+
+
+def test_a_portal_owned_network_operator_gets_no_nic_cluster_policy():
+    raw = stack_config("prod-hanoi")
+    raw["operators"]["networkOperator"] = {**raw["operators"]["networkOperator"], "install": False}
+    run = operators_run("prod-hanoi", operators=raw["operators"])
+    assert not run.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+    assert "operators-network-operator" not in {r.name for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
+    # dev: the FPT portal installs every operator, although its pool has RDMA.
+    dev = operators_run("dev")
+    assert parse_config(stack_config("dev")).has_rdma
+    assert not [r for r in dev.resources if r.custom]
+
+
+# --- Helm hooks ------------------------------------------------------------------
+
+
+def test_every_chart_we_can_install_has_its_hooks_accounted_for():
+    raw = stack_config("prod-hanoi")
+    raw["operators"]["certManager"] = {"install": True}
+    raw["operators"]["mariadbOperator"] = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
+    releases = chart_releases(parse_config(raw))
+    assert {r.key for r in releases} == set(HELM_HOOKS)
+
+
+def test_hook_only_features_are_off_because_helm_v4_chart_skips_hooks():
+    charts = {r.name.removeprefix("operators-"): r.inputs for r in operators_run("prod-hanoi").of_type("kubernetes:helm.sh/v4:Chart")}
+    assert charts["gpu-operator"]["values"]["operator"] == {"upgradeCRD": False}
+    assert charts["network-operator"]["values"]["upgradeCRDs"] is False
+    # The CRDs those hook Jobs would apply come from the charts' crds/ as Pulumi resources instead.
+    assert not charts["gpu-operator"]["skipCrds"] and not charts["network-operator"]["skipCrds"]

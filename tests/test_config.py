@@ -2,9 +2,13 @@
 
 import json
 
+import jsonschema
 import pytest
+import yaml
+from pydantic import ValidationError
 
 from components.config import ConfigError, PlatformConfig, json_schema, parse_config, quantity_value
+from components.schema import stack_file_schema, write_atomically
 from tests.harness import ROOT, example_stacks, stack_config
 
 
@@ -32,6 +36,62 @@ def test_there_are_production_example_stacks():
 def test_json_schema_is_committed_and_in_sync():
     committed = json.loads((ROOT / "config.schema.json").read_text())
     assert committed == json_schema(), "run `make schema` and commit config.schema.json"
+    committed_stack = json.loads((ROOT / "stack.schema.json").read_text())
+    assert committed_stack == stack_file_schema(), "run `make schema` and commit stack.schema.json"
+
+
+def stack_file_errors(document):
+    validator = jsonschema.Draft202012Validator(stack_file_schema())
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_stack_file_validates_and_names_its_schema_for_editors(stack):
+    text = (ROOT / f"Pulumi.{stack}.yaml").read_text()
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=./stack.schema.json"
+    assert stack_file_errors(yaml.safe_load(text)) == []
+
+
+def test_the_stack_file_schema_flags_what_a_user_gets_wrong():
+    document = yaml.safe_load((ROOT / "Pulumi.prod-hanoi.yaml").read_text())
+    document["config"]["slurm-platform:storge"] = {"jail": {"size": "1Ti"}}
+    document["config"]["slurm-platform:slurm"]["login"]["nodeport"] = 30022
+    document["config"]["slurm-platform:slurm"]["worker"]["cgroupVersion"] = "v3"
+    document["encryptionSalt"] = "v1:x"
+    errors = "\n".join(stack_file_errors(document))
+    assert "config: 'slurm-platform:storge' does not match any of the regexes" in errors
+    assert "config.slurm-platform:slurm.login: Additional properties are not allowed ('nodeport' was unexpected)" in errors
+    assert "config.slurm-platform:slurm.worker.cgroupVersion" in errors
+    assert "'encryptionSalt' was unexpected" in errors
+
+
+def test_the_stack_file_schema_accepts_other_namespaces_bare_keys_and_secrets():
+    document = {
+        "secretsprovider": "passphrase",
+        "config": {
+            "kubernetes:context": "fke",
+            "pulumi:tags": {"team": "hpc"},
+            "environment": "dev",
+            "slurm-platform:ldap": {"organisation": {"secure": "v1:abc"}},
+        },
+    }
+    assert stack_file_errors(document) == []
+    assert stack_file_errors({"config": {"environment": "qa"}})
+
+
+def test_make_schema_leaves_the_committed_file_when_it_fails(tmp_path):
+    target = tmp_path / "config.schema.json"
+    target.write_text('{"committed": true}\n')
+
+    def broken() -> str:
+        raise RuntimeError("generation failed")
+
+    with pytest.raises(RuntimeError, match="generation failed"):
+        write_atomically(target, broken)
+    assert target.read_text() == '{"committed": true}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["config.schema.json"]
+    write_atomically(target, lambda: "{}\n")
+    assert target.read_text() == "{}\n"
 
 
 def test_quantities():
@@ -42,8 +102,23 @@ def test_quantities():
         quantity_value("lots")
 
 
+ADOPT_JAIL = {"storage": {"jail": {"adopt": True}}}
+
 INVALID = [
-    ({"storage": {"jail": {"size": "20Gi"}}}, "slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got \"20Gi\""),
+    (
+        {**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}},
+        "slurm-platform: storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory",
+    ),
+    (ADOPT_JAIL, "adopted objects live in an existing namespace; set cluster.createNamespace: false"),
+    (
+        {"cluster": {"createNamespace": False}, "slurm": {"adoptMungeSecret": True, "mungeKeyRotation": 1}},
+        "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it",
+    ),
+    ({"slurm": {"readiness": {"timeoutMinutes": 1}}}, "slurm-platform:slurm.readiness.timeoutMinutes: Input should be greater than or equal to 5"),
+    (
+        {"storage": {"jail": {"size": "20Gi"}}},
+        'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"',
+    ),
     ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be a Kubernetes quantity"),
     ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: must be a DNS-1123 label"),
     ({"slurm": {"worker": {"size": -1}}}, "slurm-platform:slurm.worker.size: Input should be greater than or equal to 0"),
@@ -73,7 +148,10 @@ INVALID = [
         {"storage": {"submounts": [{"name": "data", "mountPath": "/a"}, {"name": "data", "mountPath": "/b"}]}},
         "submount names must be unique; repeated: data",
     ),
-    ({"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}}, "slurm-platform:storage.submounts[0].mountPath: String should match pattern"),
+    (
+        {"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}},
+        "slurm-platform:storage.submounts[0].mountPath: String should match pattern",
+    ),
     (
         {
             "storage": {"jail": {"staticNfs": {"server": "10.0.0.5", "path": "/jail"}}},
@@ -116,8 +194,8 @@ def test_several_errors_are_reported_together():
 
 
 def test_model_is_frozen():
-    with pytest.raises(Exception):
-        PlatformConfig().environment = "prod"
+    with pytest.raises(ValidationError, match="frozen"):
+        PlatformConfig().environment = "prod"  # type: ignore[misc]  # the point: frozen models refuse it
 
 
 def test_config_is_read_from_the_stack(monkeypatch):
@@ -140,7 +218,7 @@ def test_config_is_read_from_the_stack(monkeypatch):
     )
     with pytest.raises(ConfigError) as caught:
         load_config()
-    assert 'slurm-platform:region: String should match pattern' in str(caught.value)
+    assert "slurm-platform:region: String should match pattern" in str(caught.value)
     runtime_config.set_all_config({"slurm-platform:environment": "staging", "slurm-platform:storage": '{"jail": {"size": "200Gi"}}'})
     config = load_config()
     assert config.environment == "staging" and config.storage.jail.size == "200Gi"

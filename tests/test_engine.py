@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -73,11 +74,7 @@ def plaintext(value):
 def generated_secrets(ws: Workspace) -> dict[str, str]:
     """Every RandomPassword's value in the state, by resource name."""
     exported = json.loads(ws.pulumi("stack", "export", "--show-secrets").stdout)
-    return {
-        r["urn"].split("::")[-1]: plaintext(r["outputs"]["result"])
-        for r in exported["deployment"]["resources"]
-        if r["type"] == RANDOM_PASSWORD
-    }
+    return {r["urn"].split("::")[-1]: plaintext(r["outputs"]["result"]) for r in exported["deployment"]["resources"] if r["type"] == RANDOM_PASSWORD}
 
 
 def test_generated_secrets_are_never_plaintext_nor_ids(ws):
@@ -154,7 +151,7 @@ def test_renaming_the_storage_component_keeps_the_volumes(ws):
     assert not [s for s in steps if s["op"] in ("delete", "replace", "create-replacement", "delete-replaced")]
 
 
-def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: list[Path] = ()) -> None:
+def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: Sequence[Path] = ()) -> None:
     chart = directory / name
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version.lstrip("v")}))
@@ -168,7 +165,12 @@ def write_chart(directory: Path, name: str, version: str, objects: list[dict], c
 
 def config_map(name: str) -> dict:
     # `.Release.Namespace` proves the chart is rendered into the namespace we asked for.
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"}, "data": {"values": "{{ toJson .Values | b64enc }}"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"},
+        "data": {"values": "{{ toJson .Values | b64enc }}"},
+    }
 
 
 def test_chart_wiring_with_local_chart_fixtures(ws):
@@ -182,8 +184,7 @@ def test_chart_wiring_with_local_chart_fixtures(ws):
     config = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())
     config["config"]["slurm-platform:kubernetes"] = {"renderYamlToDirectory": "rendered-charts"}
     config["config"]["slurm-platform:operators"] = {
-        key: {"install": True, "repository": str(charts)}
-        for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")
+        key: {"install": True, "repository": str(charts)} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")
     }
     stack_file.write_text(yaml.safe_dump(config))
     ws.pulumi("stack", "init", "charts", "--secrets-provider", "passphrase", stack=None)
@@ -214,7 +215,7 @@ def test_policy_pack_passes_the_local_stack_and_fails_a_violation(ws):
     ws.pulumi("preview", *pack)
     tiny_quota = ws.root / "tiny-quota.json"
     settings = json.loads((ws.project / "policies" / "config" / "local.json").read_text())
-    for name, value in settings.items():
+    for value in settings.values():
         if isinstance(value, dict) and "quotas" in value:
             value["quotas"] = {region: {key: 1 for key in quota} for region, quota in value["quotas"].items()}
             value["enforcementLevel"] = "mandatory"

@@ -132,9 +132,7 @@ def cluster(hanoi):
 
 @pytest.fixture
 def claims(hanoi):
-    return {
-        v.claim_name: claim_manifest(v, hanoi.cluster.namespace, hanoi.storage.storage_class.name) for v in data_volumes(hanoi)
-    }
+    return {v.claim_name: claim_manifest(v, hanoi.cluster.namespace, hanoi.storage.storage_class.name) for v in data_volumes(hanoi)}
 
 
 def stack(cluster: dict[str, Any], claims: dict[str, dict[str, Any]], *extra: PolicyResource) -> list[PolicyResource]:
@@ -166,7 +164,7 @@ def test_pack_entry_point_is_thin_and_named():
     assert 'name="slurm-platform-guardrails"' in main and "policies=ALL_POLICIES" in main
     assert "def " not in main
     manifest = (ROOT / "policies" / "PulumiPolicy.yaml").read_text()
-    assert "name: python" in manifest and "virtualenv: ../.venv" in manifest
+    assert "name: python" in manifest and "virtualenv: venv" in manifest
 
 
 @pytest.mark.parametrize(
@@ -433,8 +431,9 @@ def test_quota_counts_load_balancers(cluster, claims):
     lb = {"metadata": {"name": "ssh", "namespace": "fpt-hpc"}, "spec": {"type": "LoadBalancer"}}
     internal = {"metadata": {"name": "ldap", "namespace": "fpt-hpc"}, "spec": {"type": "ClusterIP"}}
     one(
-        check("slurm-region-quota", *stack(cluster, claims, resource(SERVICE, lb), resource(SERVICE, internal)),
-              config=quota_config(loadBalancers=1)),
+        check(
+            "slurm-region-quota", *stack(cluster, claims, resource(SERVICE, lb), resource(SERVICE, internal)), config=quota_config(loadBalancers=1)
+        ),
         "loadBalancers: asked 2 > allowed 1",
         "login sshdServiceType LoadBalancer",
         "Service fpt-hpc/ssh",
@@ -446,10 +445,14 @@ def test_quota_counts_workloads_replicas_and_claim_templates():
         "metadata": {"name": "db", "namespace": "x"},
         "spec": {
             "replicas": 3,
-            "template": {"spec": {"containers": [
-                {"name": "db", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}},
-                {"name": "sidecar", "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}},
-            ]}},
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "db", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}},
+                        {"name": "sidecar", "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}},
+                    ]
+                }
+            },
             "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": "100Gi"}}}}],
         },
     }
@@ -577,6 +580,7 @@ def lb_service(spec=None, annotations=None, name="ssh"):
 
 def test_load_balancers_accept_our_restricted_login_service(hanoi, cluster):
     service = restricted_login_service(hanoi)
+    assert service is not None
     assert service["spec"]["type"] == "LoadBalancer" and nodes(cluster)["login"]["sshdServiceType"] == "NodePort"
     assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, service)) == []
 
@@ -584,8 +588,7 @@ def test_load_balancers_accept_our_restricted_login_service(hanoi, cluster):
 def test_load_balancers_reject_an_open_service():
     one(
         check("restricted-load-balancers", lb_service()),
-        "Service fpt-hpc/ssh is a LoadBalancer reachable from the internet: it has no loadBalancerSourceRanges "
-        "and no private-LB annotation",
+        "Service fpt-hpc/ssh is a LoadBalancer reachable from the internet: it has no loadBalancerSourceRanges and no private-LB annotation",
         "Fix: set spec.loadBalancerSourceRanges",
     )
 
@@ -636,8 +639,7 @@ def test_load_balancers_reject_a_public_slurm_login(cluster):
     nodes(cluster)["login"]["sshdServiceType"] = "LoadBalancer"
     one(
         check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster)),
-        "SlurmCluster fpt-hpc/fpt-hpc has sshdServiceType LoadBalancer: soperator creates Service fpt-hpc-login-svc "
-        "with no source ranges",
+        "SlurmCluster fpt-hpc/fpt-hpc has sshdServiceType LoadBalancer: soperator creates Service fpt-hpc-login-svc with no source ranges",
         "Fix: set slurm.login.allowedSourceRanges",
     )
 
@@ -656,8 +658,7 @@ def test_load_balancers_companion_service_passes_only_when_configured(cluster):
     one(check("restricted-load-balancers", *resources), "has sshdServiceType LoadBalancer")
     assert check("restricted-load-balancers", *resources, config={"acceptCompanionService": True}) == []
     open_companion = lb_service({"loadBalancerSourceRanges": ["0.0.0.0/0"]})
-    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion,
-                     config={"acceptCompanionService": True})) == 2
+    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion, config={"acceptCompanionService": True})) == 2
 
 
 # ---------------------------------------------------------------------------
@@ -709,8 +710,11 @@ def test_secrets_accept_our_ldap_client_config(hanoi):
 
 @pytest.mark.parametrize("key", ["munge.key", "LDAP_ADMIN_PASSWORD", "api-token", "tls-private-key", "db_passwd"])
 def test_secrets_reject_secret_keys(key):
-    one(check("no-secrets-in-plain-config", config_map({key: "x"})), f"ConfigMap fpt-hpc/cm: data key '{key}' looks like a secret",
-        "Fix: move it into a Secret")
+    one(
+        check("no-secrets-in-plain-config", config_map({key: "x"})),
+        f"ConfigMap fpt-hpc/cm: data key '{key}' looks like a secret",
+        "Fix: move it into a Secret",
+    )
 
 
 def test_secrets_reject_sssd_conf_in_a_config_map(hanoi):
@@ -759,18 +763,27 @@ def test_secrets_reject_literals_in_init_containers_and_cron_jobs():
     pod = {"initContainers": [{"name": "init", "env": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}]}], "containers": []}
     deployment = {"metadata": {"name": "d"}, "spec": {"template": {"spec": pod}}}
     one(check("no-secrets-in-plain-config", resource(DEPLOYMENT, deployment)), "initContainers[init] env GITHUB_TOKEN")
-    cron = {"metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": {"template": {"spec": {
-        "containers": [{"name": "job", "env": [{"name": "MUNGE_KEY", "value": "abc"}]}]}}}}}}
+    cron = {
+        "metadata": {"name": "c"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "job", "env": [{"name": "MUNGE_KEY", "value": "abc"}]}]}}}}},
+    }
     one(check("no-secrets-in-plain-config", resource(CRON_JOB, cron)), "spec.jobTemplate.spec.template.spec.containers[job] env MUNGE_KEY")
 
 
 def test_secrets_allow_references_and_configured_names():
-    pod = {"containers": [{"name": "c", "env": [
-        {"name": "DB_PASSWORD_FILE", "value": "/run/secrets/db"},
-        {"name": "SECRET_NAME", "value": "ldap-secret"},
-        {"name": "TOKEN_TTL", "value": "3600"},
-        {"name": "API_TOKEN", "value": ""},
-    ]}]}
+    pod = {
+        "containers": [
+            {
+                "name": "c",
+                "env": [
+                    {"name": "DB_PASSWORD_FILE", "value": "/run/secrets/db"},
+                    {"name": "SECRET_NAME", "value": "ldap-secret"},
+                    {"name": "TOKEN_TTL", "value": "3600"},
+                    {"name": "API_TOKEN", "value": ""},
+                ],
+            }
+        ]
+    }
     deployment = resource(DEPLOYMENT, {"metadata": {"name": "d"}, "spec": {"template": {"spec": pod}}})
     one(check("no-secrets-in-plain-config", deployment), "env TOKEN_TTL")
     assert check("no-secrets-in-plain-config", deployment, config={"allowedNames": ["TOKEN_TTL"]}) == []
@@ -926,8 +939,15 @@ def mocked_runs():
 def stack_resource(run) -> PolicyResource:
     """The root Stack as the engine shows it to stack policies: its outputs as props."""
     return PolicyResource(
-        "pulumi:pulumi:Stack", unknown_checking_proxy(copy.deepcopy(run.outputs)), "urn:pulumi:test::slurm-platform::pulumi:pulumi:Stack::root",
-        "root", options(), None, None, [], {},
+        "pulumi:pulumi:Stack",
+        unknown_checking_proxy(copy.deepcopy(run.outputs)),
+        "urn:pulumi:test::slurm-platform::pulumi:pulumi:Stack::root",
+        "root",
+        options(),
+        None,
+        None,
+        [],
+        {},
     )
 
 

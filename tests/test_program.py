@@ -85,6 +85,39 @@ def test_outputs(stack_run):
     assert outputs["workerNodes"] == module.worker_nodes(config) and outputs["workerNodes"]
     assert outputs["ldapUri"].startswith("ldap://ldap-service.")
     assert set(outputs["chartVersions"]) == {r.name.removeprefix("operators-") for r in run.of_type(CHART)}
+    assert set(outputs["installedCharts"]) == set(outputs["chartVersions"])
+    if module.OPERATOR == "soperator 1.14.10":
+        assert outputs["slurmServices"]["controller"] == f"{config.cluster.name}-controller-svc"
+        assert outputs["slurmServices"]["login"] == f"{config.cluster.name}-login-svc"
+    else:
+        assert outputs["slurmServices"] == {"ssh": module.login_service_name(config)}
+    assert outputs["mungeKeyRotation"] == config.slurm.munge_key_rotation
+
+
+def test_installed_charts_name_chart_version_and_namespace():
+    installed = run_stack("prod-hanoi").outputs["installedCharts"]
+    assert installed["soperator"] == {
+        "chart": "oci://cr.eu-north1.nebius.cloud/soperator/helm-soperator",
+        "version": "1.14.10",
+        "namespace": "soperator-system",
+    }
+    assert installed["gpu-operator"]["chart"] == "https://helm.ngc.nvidia.com/nvidia/gpu-operator"
+
+
+def test_munge_key_rotation_warns_at_preview_with_what_restarts():
+    run = run_stack("prod-hanoi", previous_outputs={"mungeKeyRotation": 0}, slurm={**stack_config("prod-hanoi")["slurm"], "mungeKeyRotation": 1})
+    (warning,) = [w for w in run.warnings if "munge key rotation" in w]
+    assert warning.startswith("munge key rotation 0 -> 1: Secret fpt-hpc-munge gets a new key")
+    workloads = "statefulset/controller statefulset/worker statefulset/login deployment/accounting deployment/exporter"
+    assert f"These pods will restart: {workloads} (namespace fpt-hpc)" in warning
+    assert (
+        "run: kubectl -n soperator-system rollout restart deployment -l app.kubernetes.io/name=helm-soperator"
+        " && kubectl -n fpt-hpc rollout restart deployment/exporter"
+        f" && kubectl -n fpt-hpc rollout status {workloads} "
+    ) in warning
+    # Same rotation, or a first deployment: nothing restarts.
+    assert not [w for w in run_stack("prod-hanoi", previous_outputs={"mungeKeyRotation": 0}).warnings if "munge" in w]
+    assert not [w for w in run_stack("prod-hanoi").warnings if "munge" in w]
 
 
 def test_slurm_cluster_waits_for_crds_volumes_and_munge():

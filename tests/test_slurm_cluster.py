@@ -1,8 +1,21 @@
-"""The pure builders of soperator 1.14.10's SlurmCluster spec (components/slurm/soperator1.py)."""
+"""The pure builders of the SlurmCluster spec."""
+
+import re
 
 from components.config import parse_config
-from components.slurm.soperator1 import login_endpoint, restricted_login_service, slurm_cluster_manifest, ssh_command
-from components.slurm_cluster import removed_worker_nodes, scale_down_warning, worker_node_names
+from components.slurm_cluster import (
+    WAIT_FOR_ANNOTATION,
+    login_address,
+    not_ready_message,
+    removed_worker_nodes,
+    restricted_login_service,
+    scale_down_warning,
+    service_names,
+    slurm_cluster_manifest,
+    ssh_command,
+    worker_node_names,
+)
+from tests.contracts import SOPERATOR_CRD, crd_schema
 from tests.harness import stack_config
 
 
@@ -31,7 +44,9 @@ def test_fpt_shape_of_the_default_cluster():
     assert worker["volumes"]["sharedMemorySize"] == "64Gi"
     login = nodes["login"]
     assert login["size"] == 2 and login["sshdServiceType"] == "NodePort" and login["sshdServiceNodePort"] == 30022
-    assert nodes["accounting"]["enabled"] and nodes["accounting"]["mariadbOperator"]["storage"]["volumeClaimTemplate"]["storageClassName"] == "xplat-nfs"
+    assert (
+        nodes["accounting"]["enabled"] and nodes["accounting"]["mariadbOperator"]["storage"]["volumeClaimTemplate"]["storageClassName"] == "xplat-nfs"
+    )
     assert nodes["exporter"]["enabled"]
     assert [f["name"] for f in s["k8sNodeFilters"]] == ["gpu", "no-gpu"]
 
@@ -78,17 +93,69 @@ def test_accounting_off():
 def test_login_exposure():
     hanoi = parse_config(stack_config("prod-hanoi"))
     service = restricted_login_service(hanoi)
-    assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"]
-    assert login_endpoint(hanoi).startswith("fpt-hpc-login-ssh.fpt-hpc:22")
+    assert service is not None and service["spec"]["type"] == "LoadBalancer" and service["spec"]["selector"]
+    assert service_names(hanoi) == {"controller": "fpt-hpc-controller-svc", "login": "fpt-hpc-login-svc", "ssh": "fpt-hpc-login-ssh"}
     # soperator's own login Service must not be a public LoadBalancer then
     assert slurm_cluster_manifest(hanoi)["spec"]["slurmNodes"]["login"]["sshdServiceType"] == "NodePort"
     assert restricted_login_service(parse_config({})) is None
-    assert ssh_command(parse_config({})) == "ssh -p 30022 root@<any-node-ip>"
-    fixed_ip = parse_config({"slurm": {"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}}})
-    assert ssh_command(fixed_ip) == "ssh root@203.0.113.7"
-    assert spec(slurm={"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}})["slurmNodes"]["login"][
-        "sshdServiceLoadBalancerIP"
-    ] == "203.0.113.7"
+    assert (
+        spec(slurm={"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}})["slurmNodes"]["login"]["sshdServiceLoadBalancerIP"]
+        == "203.0.113.7"
+    )
+
+
+def lb_service(port=22, **ingress):
+    return {"spec": {"type": "LoadBalancer", "ports": [{"port": port}]}, "status": {"loadBalancer": {"ingress": [ingress]}}}
+
+
+def test_login_address_comes_from_the_live_service():
+    hanoi = parse_config(stack_config("prod-hanoi"))
+    assert login_address(hanoi, lb_service(ip="198.51.100.20")) == ("198.51.100.20", 22)
+    assert login_address(hanoi, lb_service(hostname="ssh.example.vn")) == ("ssh.example.vn", 22)
+    # Not assigned yet: nothing invented.
+    assert login_address(hanoi, {"spec": {"type": "LoadBalancer", "ports": [{"port": 22}]}, "status": {"loadBalancer": {}}}) == (None, 22)
+    node_port = {"spec": {"type": "NodePort", "ports": [{"port": 22, "nodePort": 31022}]}, "status": {}}
+    default = parse_config({})
+    assert login_address(default, node_port) == (None, 31022)
+    assert login_address(default, None) == (None, 30022)
+    named = parse_config({"slurm": {"login": {"sshAddress": "login.hpc.example.vn"}}})
+    assert login_address(named, node_port) == ("login.hpc.example.vn", 31022)
+
+
+def test_ssh_command_is_a_plain_ssh_line():
+    assert ssh_command("198.51.100.20", 22) == "ssh root@198.51.100.20"
+    assert ssh_command("login.hpc.example.vn", 31022) == "ssh -p 31022 root@login.hpc.example.vn"
+    assert ssh_command(None, 30022) == "ssh -p 30022 root@<any-node-ip>"
+    assert ssh_command(None, 22) == "ssh root@<pending address>"
+    for command in (ssh_command("h", 22), ssh_command(None, 30022)):
+        assert "kubectl" not in command and "$(" not in command
+
+
+def test_the_cluster_is_awaited_unless_render_only():
+    hanoi = slurm_cluster_manifest(parse_config(stack_config("prod-hanoi")))
+    assert hanoi["metadata"]["annotations"] == {WAIT_FOR_ANNOTATION: "jsonpath={.status.phase}=Available"}
+    local = slurm_cluster_manifest(parse_config(stack_config("local")))
+    assert "annotations" not in local["metadata"]
+    off = parse_config({**stack_config("prod-hanoi"), "slurm": {"readiness": {"awaitAvailable": False}}})
+    assert "annotations" not in slurm_cluster_manifest(off)["metadata"]
+
+
+def test_not_ready_message_quotes_soperator_conditions():
+    config = parse_config({})
+    status = {
+        "phase": "Not available",
+        "conditions": [
+            {"type": "ControllersAvailable", "status": "True", "message": "Slurm controllers are available"},
+            {"type": "LoginAvailable", "status": "False", "message": "Slurm login is not available yet"},
+        ],
+    }
+    message = not_ready_message(config, status)
+    assert message is not None
+    assert message.startswith("SlurmCluster fpt-hpc/fpt-hpc is 'Not available', not Available")
+    assert "LoginAvailable=False: Slurm login is not available yet" in message
+    assert "ControllersAvailable" not in message
+    assert not_ready_message(config, {"phase": "Available"}) is None
+    assert not_ready_message(config, None) is None
 
 
 def test_worker_names_and_scale_down():
@@ -97,4 +164,14 @@ def test_worker_names_and_scale_down():
     assert removed_worker_nodes(worker_node_names(8), 10) == []
     assert removed_worker_nodes(None, 2) == []
     assert scale_down_warning([]) is None
-    assert "scontrol delete nodeName=worker-8,worker-9" in scale_down_warning(["worker-8", "worker-9"])
+    assert "scontrol delete nodeName=worker-8,worker-9" in str(scale_down_warning(["worker-8", "worker-9"]))
+
+
+def test_the_awaited_field_exists_in_soperators_status_schema():
+    annotation = slurm_cluster_manifest(parse_config(stack_config("prod-hanoi")))["metadata"]["annotations"][WAIT_FOR_ANNOTATION]
+    match = re.fullmatch(r"jsonpath=\{\.([a-z.A-Z]+)\}=(\w+)", annotation)
+    assert match is not None, annotation
+    schema = crd_schema(SOPERATOR_CRD)
+    for field in match.group(1).split("."):
+        schema = schema["properties"][field]
+    assert schema["type"] == "string" and match.group(2) == "Available"

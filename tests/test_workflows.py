@@ -1,57 +1,316 @@
-"""CI workflow files: valid against GitHub's workflow schema, covering every stack."""
+"""CI workflows, checked for what they mean: every secret and variable has a
+name GitHub allows and is documented for the one-time setup, every stack runs
+in its own GitHub Environment with its credentials checked first, production
+credentials never reach an unreviewed pull request or a fork, the CLI is the
+one the project builds, deploys refresh first, and drift detection fails on
+changes. Syntax: GitHub's JSON Schemas (offline) and actionlint (`make lint`)."""
 
+from __future__ import annotations
+
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from tests.harness import ROOT, example_stacks
 
-WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-DEPLOYED_STACKS = [s for s in example_stacks() if s != "local"]
+WORKFLOW_DIR = ROOT / ".github" / "workflows"
+WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
+SETUP_ACTION = ROOT / ".github" / "actions" / "stack-setup" / "action.yml"
+DEPLOYED_STACKS = sorted(s for s in example_stacks() if s != "local")
+PRODUCTION = [s for s in DEPLOYED_STACKS if s.startswith("prod-")]
+EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+CONTEXT_NAME = re.compile(r"\b(secrets|vars)\s*(?:\.\s*([A-Za-z0-9_-]+)|\[\s*([^\]]*?)\s*\])")
+# GitHub: letters, digits and underscores, not starting with a digit or GITHUB_.
+VALID_NAME = re.compile(r"^(?!GITHUB_)[A-Za-z_][A-Za-z0-9_]*$", re.IGNORECASE)
 
 
-def test_workflows_validate_against_the_github_workflow_schema():
-    assert WORKFLOWS
+def load(path: Path) -> dict[str, Any]:
+    # PyYAML reads the key `on` as True.
+    document = yaml.safe_load(path.read_text())
+    if True in document:
+        document["on"] = document.pop(True)
+    return document
+
+
+def jobs(workflow: str) -> dict[str, Any]:
+    return load(WORKFLOW_DIR / workflow)["jobs"]
+
+
+def step_uses(step: dict[str, Any], prefix: str) -> bool:
+    return str(step.get("uses", "")).startswith(prefix)
+
+
+def job_stacks(job: dict[str, Any]) -> list[dict[str, str]]:
+    """One entry per matrix combination: the values `matrix.*` takes (a job without matrix: one empty entry)."""
+    matrix = (job.get("strategy") or {}).get("matrix")
+    if not matrix:
+        return [{}]
+    if "include" in matrix:
+        return [dict(entry) for entry in matrix["include"]]
+    ((key, values),) = matrix.items()
+    return [{key: value} for value in values]
+
+
+def resolve(value: Any, matrix: dict[str, str]) -> str:
+    """`${{ matrix.x }}` substituted; any other expression is left as is."""
+    return EXPRESSION.sub(lambda m: matrix.get(m.group(1).strip().removeprefix("matrix."), m.group(0)), str(value))
+
+
+def stack_jobs(workflow: str):
+    """(job name, matrix entry, stack, environment, steps) for every job that runs Pulumi on a stack."""
+    found = []
+    for name, job in jobs(workflow).items():
+        steps = job.get("steps", [])
+        if not any(step_uses(step, "pulumi/actions@") for step in steps):
+            continue
+        for matrix in job_stacks(job):
+            (pulumi_step,) = [s for s in steps if step_uses(s, "pulumi/actions@")]
+            stack = resolve(pulumi_step["with"]["stack-name"], matrix)
+            found.append((name, matrix, stack, resolve(job.get("environment", ""), matrix), steps))
+    assert found, f"{workflow} runs Pulumi nowhere"
+    return found
+
+
+def every_text(node: Any):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key)
+            yield from every_text(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from every_text(item)
+    else:
+        yield str(node)
+
+
+def referenced_names(path: Path) -> set[tuple[str, str]]:
+    """(`secrets`|`vars`, name) for every reference inside `${{ }}`; dynamic lookups are named as such."""
+    names = set()
+    for text in every_text(load(path)):
+        for expression in EXPRESSION.findall(text):
+            for context, dotted, indexed in CONTEXT_NAME.findall(expression):
+                if dotted:
+                    names.add((context, dotted))
+                else:
+                    literal = re.fullmatch(r"'([^']*)'|\"([^\"]*)\"", indexed)
+                    names.add((context, (literal.group(1) or literal.group(2)) if literal else f"<dynamic: {indexed}>"))
+    return names
+
+
+# --- syntax ------------------------------------------------------------------------
+
+
+def check_jsonschema(schema: str, *paths: Path) -> subprocess.CompletedProcess:
     checker = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run(
-        [str(checker), "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True
-    )
+    return subprocess.run([str(checker), "--builtin-schema", schema, *map(str, paths)], capture_output=True, text=True)
+
+
+def test_workflows_and_the_setup_action_validate_against_githubs_schemas():
+    assert WORKFLOWS and SETUP_ACTION.is_file()
+    result = check_jsonschema("vendor.github-workflows", *WORKFLOWS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = check_jsonschema("vendor.github-actions", *sorted((ROOT / ".github" / "actions").glob("*/action.yml")))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_schema_check_catches_a_broken_workflow(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  x:\n    steps: []\n")  # no runs-on
-    checker = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(checker), "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True, text=True)
-    assert result.returncode != 0
+    assert check_jsonschema("vendor.github-workflows", broken).returncode != 0
 
 
-def _pulumi_steps(workflow):
-    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / workflow).read_text())["jobs"]
-    return {name: [s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@")] for name, job in jobs.items()}, jobs
+# --- secrets and variables -----------------------------------------------------------
 
 
-def test_pull_requests_preview_every_stack_with_policies_and_comment():
-    steps, jobs = _pulumi_steps("preview.yml")
-    (step,) = steps["preview"]
-    assert sorted(jobs["preview"]["strategy"]["matrix"]["stack"]) == sorted(DEPLOYED_STACKS)
-    assert step["with"]["command"] == "preview" and step["with"]["diff"] is True and step["with"]["comment-on-pr"] is True
-    assert step["with"]["policyPacks"] == "policies"
-    assert step["with"]["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
+def test_every_secret_and_variable_has_a_name_github_allows():
+    names = set().union(*(referenced_names(path) for path in WORKFLOWS))
+    assert ("secrets", "KUBECONFIG") in names and ("vars", "PULUMI_BACKEND_URL") in names
+    for context, name in names:
+        assert VALID_NAME.match(name), f"{context}.{name} is not a name GitHub allows (letters, digits, _; no GITHUB_ prefix)"
 
 
-def test_merges_deploy_each_environment_with_approval_for_production():
-    steps, jobs = _pulumi_steps("deploy.yml")
-    assert jobs["production"]["environment"] == "production" and jobs["production"]["needs"] == "dev"
-    deployed = ["dev"] + jobs["production"]["strategy"]["matrix"]["stack"]
-    assert sorted(deployed) == sorted(DEPLOYED_STACKS)
-    for job_steps in steps.values():
-        assert [s["with"]["command"] for s in job_steps] == ["up"]
+def test_the_name_check_catches_what_the_old_workflows_did(tmp_path):
+    old = tmp_path / "old.yml"
+    old.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo\n"
+        "        env:\n          K: ${{ secrets[format('KUBECONFIG_{0}', matrix.stack)] }}\n"
+        "          L: ${{ secrets.KUBECONFIG_prod-hanoi }}\n"
+    )
+    bad = [name for _, name in referenced_names(old) if not VALID_NAME.match(name)]
+    assert sorted(bad) == ["<dynamic: format('KUBECONFIG_{0}', matrix.stack)>", "KUBECONFIG_prod-hanoi"]
+
+
+def test_every_secret_and_variable_is_in_the_documented_setup():
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[readme.index("### One-time setup per stack") :]
+    names = set().union(*(referenced_names(path) for path in WORKFLOWS)) - {("secrets", "GITHUB_TOKEN")}
+    for context, name in names:
+        assert f"`{name}`" in setup, f"{context}.{name} is used by a workflow but the README's setup does not say to create it"
+
+
+# --- one environment per stack, credentials checked first -----------------------------
+
+
+@pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
+def test_every_deployed_stack_runs_in_its_own_environment(workflow):
+    runs = stack_jobs(workflow)
+    assert sorted(stack for _, _, stack, _, _ in runs) == DEPLOYED_STACKS
+    for job, _, stack, environment, _ in runs:
+        expected = {stack, f"{stack}-preview"} if workflow == "preview.yml" else {stack}
+        assert environment in expected, f"{workflow}:{job} runs stack {stack} in environment {environment!r}"
+
+
+@pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
+def test_credentials_are_checked_before_pulumi_runs(workflow):
+    for job, _, _stack, _, steps in stack_jobs(workflow):
+        uses = [str(step.get("uses", "")) for step in steps]
+        setup = uses.index("./.github/actions/stack-setup")
+        assert setup < next(i for i, u in enumerate(uses) if u.startswith("pulumi/actions@")), f"{workflow}:{job}"
+        inputs = steps[setup]["with"]
+        required = {name for name, spec in load(SETUP_ACTION)["inputs"].items() if spec.get("required")}
+        assert required <= set(inputs), f"{workflow}:{job} leaves {required - set(inputs)} out"
+        for name, value in inputs.items():
+            if name != "stack":
+                assert re.fullmatch(r"\$\{\{ (secrets|vars)\.[A-Z_]+ \}\}", value), f"{workflow}:{job} {name}: {value}"
+
+
+def test_the_setup_action_fails_on_every_empty_credential():
+    action = load(SETUP_ACTION)
+    (check,) = [step for step in action["runs"]["steps"] if step["name"] == "Fail fast on a missing credential"]
+    checked = re.search(r"for name in ([A-Z_ ]+); do", check["run"])
+    assert checked is not None
+    credentials = {name for name in action["inputs"] if name != "stack"}
+    checked_inputs = {value.removeprefix("${{ inputs.").removesuffix(" }}") for key, value in check["env"].items() if key in checked.group(1).split()}
+    assert checked_inputs == credentials
+
+
+def test_the_setup_action_stops_a_job_with_an_empty_credential(tmp_path):
+    action = load(SETUP_ACTION)
+    (check,) = [step for step in action["runs"]["steps"] if step["name"] == "Fail fast on a missing credential"]
+    env = {key: "x" for key in check["env"]} | {
+        "STACK": "prod-hanoi",
+        "PULUMI_BACKEND_URL": "s3://state",
+        "KUBECONFIG_CONTENT": "",
+        "PATH": "/usr/bin:/bin",
+    }
+    result = subprocess.run(["bash", "-eo", "pipefail", "-c", check["run"]], env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "::error title=Stack prod-hanoi is not set up::empty in this job's GitHub Environment: KUBECONFIG_CONTENT" in result.stdout
+    env["KUBECONFIG_CONTENT"] = "apiVersion: v1"
+    assert subprocess.run(["bash", "-eo", "pipefail", "-c", check["run"]], env=env, capture_output=True).returncode == 0
+    env["PULUMI_BACKEND_URL"] = "file://~"
+    assert subprocess.run(["bash", "-eo", "pipefail", "-c", check["run"]], env=env, capture_output=True).returncode == 1
+
+
+# --- who gets production credentials -------------------------------------------------
+
+
+def test_pull_requests_get_production_credentials_only_through_reviewed_environments():
+    runs = stack_jobs("preview.yml")
+    for _job, _, stack, environment, _ in runs:
+        if stack in PRODUCTION:
+            assert environment == f"{stack}-preview", f"PR preview of {stack} must wait for a reviewer ({environment})"
+    readme = (ROOT / "README.md").read_text()
+    for stack in PRODUCTION:
+        assert re.search(rf"`{stack}-preview`[^\n]*required reviewers", readme), stack
+
+
+def test_forks_get_no_preview_and_no_secrets():
+    workflow = load(WORKFLOW_DIR / "preview.yml")
+    assert set(workflow["on"]) == {"pull_request"}  # never pull_request_target: it hands secrets to fork code
+    for name, job in workflow["jobs"].items():
+        if any(step_uses(step, "./.github/actions/stack-setup") for step in job.get("steps", [])):
+            assert job.get("if") == "github.event.pull_request.head.repo.full_name == github.repository", name
+
+
+def test_only_main_deploys_and_production_waits_for_dev():
+    workflow = load(WORKFLOW_DIR / "deploy.yml")
+    assert workflow["on"] == {"push": {"branches": ["main"]}}
+    assert workflow["jobs"]["production"]["needs"] == "dev"
+    assert workflow["jobs"]["production"]["strategy"]["max-parallel"] == 1
+
+
+# --- what Pulumi is told ------------------------------------------------------------
+
+
+def pulumi_steps():
+    for path in WORKFLOWS:
+        for name, job in load(path)["jobs"].items():
+            for step in job.get("steps", []):
+                if step_uses(step, "pulumi/actions@"):
+                    yield path.name, name, step["with"]
+
+
+def test_every_pulumi_step_pins_one_exact_cli_version_and_logs_in_to_the_backend():
+    steps = list(pulumi_steps())
+    assert len(steps) == 4
+    versions = {str(step["pulumi-version"]) for _, _, step in steps}
+    toolchain = re.search(r"^CLI_VERSION=v(\S+)$", (ROOT / "scripts" / "install-pulumi.sh").read_text(), re.MULTILINE)
+    assert toolchain is not None
+    # The engine CI runs is the one the engine tests ran on.
+    assert versions == {toolchain.group(1)}
+    for workflow, job, step in steps:
+        assert step["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{workflow}:{job}"
+
+
+def test_deploys_refresh_first_and_drift_detection_fails_on_changes():
+    commands = {(workflow, job): step for workflow, job, step in pulumi_steps()}
+    for (workflow, job), step in commands.items():
+        if workflow == "deploy.yml":
+            assert step["command"] == "up" and step["refresh"] is True, job
+    drift = commands[("drift.yml", "drift")]
+    assert drift["command"] == "preview" and drift["refresh"] is True and drift["expect-no-changes"] is True
+    workflow = load(WORKFLOW_DIR / "drift.yml")
+    assert "schedule" in workflow["on"] and "workflow_dispatch" in workflow["on"]
+    report = [s for s in workflow["jobs"]["drift"]["steps"] if s.get("name") == "Report the drift"]
+    assert report and "failure()" in report[0]["if"]
+
+
+def test_a_deploy_fails_unless_the_slurm_cluster_is_available():
+    for job, matrix, stack, _, steps in stack_jobs("deploy.yml"):
+        (up,) = [i for i, step in enumerate(steps) if step_uses(step, "pulumi/actions@")]
+        check = steps[up + 1]
+        assert check["uses"] == "./.github/actions/slurm-available", job
+        assert resolve(check["with"]["stack"], matrix) == stack
+
+
+def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_path):
+    (step,) = load(ROOT / ".github" / "actions" / "slurm-available" / "action.yml")["runs"]["steps"]
+    fake_pulumi = tmp_path / "pulumi"
+
+    def run(outputs: dict) -> subprocess.CompletedProcess:
+        fake_pulumi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(outputs)}\nEOF\n")
+        fake_pulumi.chmod(0o755)
+        env = {"STACK": "prod-hanoi", "PATH": f"{tmp_path}:/usr/bin:/bin"}
+        return subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True)
+
+    unmet = ["WorkersAvailable=False: Slurm workers are not available yet"]
+    failed = run({"slurmPhase": "Not available", "slurmUnmetConditions": unmet})
+    assert failed.returncode == 1, failed.stderr
+    assert "::error title=SlurmCluster of prod-hanoi is Not available, not Available::" in failed.stdout
+    assert "WorkersAvailable=False: Slurm workers are not available yet" in failed.stdout
+    assert run({"sshCommand": "ssh root@x"}).returncode == 1
+    assert run({"slurmPhase": "Available", "slurmUnmetConditions": []}).returncode == 0
+
+
+def test_pull_requests_preview_with_policies_and_comment():
+    for workflow, job, step in pulumi_steps():
+        if workflow == "preview.yml":
+            assert step["command"] == "preview" and step["diff"] is True and step["comment-on-pr"] is True, job
 
 
 def test_every_policy_config_a_workflow_names_exists():
-    for stack in DEPLOYED_STACKS:
-        assert (ROOT / "policies" / "config" / f"{stack}.json").is_file(), stack
+    named = 0
+    for workflow, job, matrix, stack, step in ((w, j, m, s, st) for w in ("preview.yml", "deploy.yml") for (j, m, s, _, st) in stack_jobs(w)):
+        (pulumi_step,) = [s for s in step if step_uses(s, "pulumi/actions@")]
+        assert resolve(pulumi_step["with"]["policyPacks"], matrix) == "policies"
+        config = resolve(pulumi_step["with"]["policyPackConfigs"], matrix)
+        assert config == f"policies/config/{stack}.json" and (ROOT / config).is_file(), f"{workflow}:{job}: {config}"
+        named += 1
+    assert named == 2 * len(DEPLOYED_STACKS)

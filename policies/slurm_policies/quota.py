@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -98,7 +99,7 @@ class PodShape:
     memory_gi: float = 0.0
     gpus: float = 0.0
 
-    def add(self, resources: Any) -> "PodShape":
+    def add(self, resources: Any) -> PodShape:
         for key, value in requests_of(resources).items():
             amount = maybe_quantity(value)
             if amount is None:
@@ -194,8 +195,8 @@ def add_slurm_cluster(demand: Demand, cluster: Any, label: str) -> None:
                 storage = get(mariadb, "storage", default={})
                 if not get(storage, "ephemeral", default=False):
                     # storage.size supersedes the template's request (CRD).
-                    size = maybe_quantity(get(storage, "size"))
-                    size_gi = size / GI if size is not None else storage_gi(get(storage, "volumeClaimTemplate"))
+                    volume_size = maybe_quantity(get(storage, "size"))
+                    size_gi = volume_size / GI if volume_size is not None else storage_gi(get(storage, "volumeClaimTemplate"))
                     demand.add_claims(replicas, size_gi, f"SlurmCluster {label} mariadb storage")
     if get(nodes, "login", "sshdServiceType") == "LoadBalancer" and is_map(get(nodes, "login")):
         demand.add("loadBalancers", 1, f"SlurmCluster {label} login sshdServiceType LoadBalancer")
@@ -295,14 +296,22 @@ def select_quota(config: Mapping[str, Any]) -> tuple[Optional[str], Optional[Map
         if len(quotas) == 1:
             region = next(iter(quotas))
         else:
-            return None, None, violation(
-                f"slurm-region-quota: quotas are set for {', '.join(sorted(quotas))} but no region is selected",
-                "set slurm-region-quota.region in the policy pack config",
+            return (
+                None,
+                None,
+                violation(
+                    f"slurm-region-quota: quotas are set for {', '.join(sorted(quotas))} but no region is selected",
+                    "set slurm-region-quota.region in the policy pack config",
+                ),
             )
     if region not in quotas:
-        return region, None, violation(
-            f"slurm-region-quota: no quota for region '{region}' (quotas exist for {', '.join(sorted(quotas))})",
-            f"add quotas.{region} to the slurm-region-quota policy config",
+        return (
+            region,
+            None,
+            violation(
+                f"slurm-region-quota: no quota for region '{region}' (quotas exist for {', '.join(sorted(quotas))})",
+                f"add quotas.{region} to the slurm-region-quota policy config",
+            ),
         )
     return region, quotas[region], None
 
@@ -315,7 +324,7 @@ def validate_region_quota(args: StackValidationArgs, report: ReportViolation) ->
         return
     demand = stack_demand(args.resources)
     exceeded = []
-    for dimension, label in DIMENSIONS.items():
+    for dimension in DIMENSIONS:
         allowed = quota.get(dimension)
         if allowed is None:
             continue

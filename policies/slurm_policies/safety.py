@@ -4,7 +4,8 @@ secrets in plain config, pinned operator charts."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -89,14 +90,15 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
             continue
         ranges = source_ranges(service.props)
         problem = (
-            f"loadBalancerSourceRanges {ranges} include an open range" if ranges
+            f"loadBalancerSourceRanges {ranges} include an open range"
+            if ranges
             else "it has no loadBalancerSourceRanges and no private-LB annotation"
         )
         report(
             violation(
                 f"Service {display(service.props, service.name)} is a LoadBalancer reachable from the internet: {problem}",
                 "set spec.loadBalancerSourceRanges to the office/VPN CIDRs (slurm.login.allowedSourceRanges), "
-                f"or make it internal with an annotation such as {example[0]}: \"{example[1]}\"",
+                f'or make it internal with an annotation such as {example[0]}: "{example[1]}"',
             ),
             service.urn,
         )
@@ -140,7 +142,7 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
                 "sshdServiceAnnotations holds no private-LB annotation, so SSH is open to the internet",
                 "set slurm.login.allowedSourceRanges (the program then keeps the CR on NodePort and exposes SSH through "
                 "its own LoadBalancer with loadBalancerSourceRanges), or add a private-LB annotation such as "
-                f"{example[0]}: \"{example[1]}\" to slurm.login.serviceAnnotations",
+                f'{example[0]}: "{example[1]}" to slurm.login.serviceAnnotations',
             ),
             cluster.urn,
         )
@@ -257,9 +259,7 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
         return
     config = args.get_config()
     name_pattern = re.compile(config_value(config, "secretNamePattern", DEFAULT_SECRET_NAME_PATTERN), re.IGNORECASE)
-    value_patterns = [
-        re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)
-    ]
+    value_patterns = [re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)]
     allowed_names = set(config_value(config, "allowedNames", []))
     allowed_pattern = re.compile(config_value(config, "allowedNamePattern", DEFAULT_ALLOWED_NAME_PATTERN), re.IGNORECASE)
     label = display(args.props, args.name)
@@ -273,8 +273,11 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
             for key, value in items(get(args.props, field)):
                 if suspicious_name(str(key)):
                     report(
-                        violation(f"ConfigMap {label}: {field} key '{key}' looks like a secret; ConfigMaps are not encrypted "
-                                  "and anyone who can read the namespace can read them", fix),
+                        violation(
+                            f"ConfigMap {label}: {field} key '{key}' looks like a secret; ConfigMaps are not encrypted "
+                            "and anyone who can read the namespace can read them",
+                            fix,
+                        ),
                         None,
                     )
                     continue
@@ -282,8 +285,7 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
                     marker = next((p.pattern for p in value_patterns if p.search(str(value))), None)
                     if marker:
                         report(
-                            violation(f"ConfigMap {label}: the value of data key '{key}' contains secret material "
-                                      f"(matches '{marker}')", fix),
+                            violation(f"ConfigMap {label}: the value of data key '{key}' contains secret material (matches '{marker}')", fix),
                             None,
                         )
         return

@@ -105,8 +105,7 @@ def validate_claim_names(args: ResourceValidationArgs, report: ReportViolation) 
             report(
                 violation(
                     f"SlurmCluster {cluster}: volumeSource '{source_name}' claims '{claim}', but {what} '{expected}'",
-                    f"name the PersistentVolumeClaim '{expected}' and point "
-                    f"volumeSources[{source_name}].persistentVolumeClaim.claimName at it",
+                    f"name the PersistentVolumeClaim '{expected}' and point volumeSources[{source_name}].persistentVolumeClaim.claimName at it",
                 ),
                 None,
             )
@@ -340,8 +339,7 @@ def validate_submounts_consistent(args: ResourceValidationArgs, report: ReportVi
         if login_path != worker_path:
             report(
                 violation(
-                    f"SlurmCluster {cluster}: jailSubMount '{name}' is mounted at {worker_path} on worker but "
-                    f"{login_path} on login",
+                    f"SlurmCluster {cluster}: jailSubMount '{name}' is mounted at {worker_path} on worker but {login_path} on login",
                     fix,
                 ),
                 None,
@@ -349,8 +347,7 @@ def validate_submounts_consistent(args: ResourceValidationArgs, report: ReportVi
         if login_source != worker_source:
             report(
                 violation(
-                    f"SlurmCluster {cluster}: jailSubMount '{name}' uses volumeSource '{worker_source}' on worker but "
-                    f"'{login_source}' on login",
+                    f"SlurmCluster {cluster}: jailSubMount '{name}' uses volumeSource '{worker_source}' on worker but '{login_source}' on login",
                     fix,
                 ),
                 None,
