@@ -223,12 +223,9 @@ class NetworkOperatorConfig(ChartConfig):
     )
 
 
-SOPERATOR_VERSIONS = ("1.14.10", "4.1.7")
-
-
 class SoperatorConfig(ChartConfig):
     namespace: DnsLabel = "soperator-system"
-    version: Literal[SOPERATOR_VERSIONS] = Field(
+    version: Literal["1.14.10", "4.1.7"] = Field(
         "1.14.10",
         description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
     )
@@ -267,12 +264,11 @@ class AckSlurmOperatorConfig(ChartConfig):
     repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
     api_generation: Literal["2024-06", "2024-12"] = Field(
         "2024-12",
-        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 "
-        "(spec.slurmctld, slurmdbd, slurmrestd).",
+        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 (spec.slurmctld, slurmdbd, slurmrestd).",
     )
 
     @model_validator(mode="after")
-    def _chart_named_when_installed(self) -> "AckSlurmOperatorConfig":
+    def _chart_named_when_installed(self) -> AckSlurmOperatorConfig:
         if self.install and not (self.version and self.repository):
             raise ValueError("install: true needs version and repository (the chart is not published in a public repo)")
         return self
@@ -577,9 +573,7 @@ class AckClusterConfig(Model):
 
     image: str = Field(..., min_length=1, description="Slurm image for head and workers (the guide's, or your own build).")
     slurm_conf_path: str = Field("/var/slurm", pattern=r"^/", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
-    munge_key_dir: str = Field(
-        "/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key."
-    )
+    munge_key_dir: str = Field("/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
     slurmctld_host: Optional[str] = Field(None, description="SlurmctldHost in slurm.conf; default <cluster>-head.")
     home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
     slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
@@ -750,7 +744,7 @@ class PlatformConfig(Model):
             )
 
     @model_validator(mode="after")
-    def _operator_checks(self) -> "PlatformConfig":
+    def _operator_checks(self) -> PlatformConfig:
         accounting = self.slurm.accounting
         if self.slurm_operator == "ack":
             if self.slurm.ack is None:
@@ -763,9 +757,7 @@ class PlatformConfig(Model):
                     f"({autoscaling.max_nodes_per_group}) CLOUD node names; raise it or lower slurmWorkers"
                 )
             if self.slurm.controller.size != 1:
-                raise ValueError(
-                    "slurmOperator is ack: slurm.controller.size must be 1 (the generated slurm.conf names one SlurmctldHost)"
-                )
+                raise ValueError("slurmOperator is ack: slurm.controller.size must be 1 (the generated slurm.conf names one SlurmctldHost)")
             if accounting.enabled and (accounting.database != "external" or not self.slurm.ack.slurmdbd_conf_secret_name):
                 raise ValueError(
                     "slurmOperator is ack: slurm.accounting needs database: external and slurm.ack.slurmdbdConfSecretName "

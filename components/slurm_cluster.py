@@ -13,14 +13,13 @@ from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic.alias_generators import to_snake
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from . import child_opts, warn
 from .config import PlatformConfig, PodResources
 from .munge import generated_key, secret_data
-from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 from .node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
+from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 
 API_VERSION = "slurm.nebius.ai/v1"
@@ -470,9 +469,7 @@ class SlurmCluster(pulumi.ComponentResource):
             }
         )
 
-    def _other_operator(
-        self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]
-    ) -> None:
+    def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
         """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
         key_secrets = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
         for rendered in module.render(config):
@@ -483,9 +480,7 @@ class SlurmCluster(pulumi.ComponentResource):
         self.phase = pulumi.Output.from_input(None)
         self.unmet_conditions = pulumi.Output.from_input([])
         self.service_names = pulumi.Output.from_input({"ssh": module.login_service_name(config)})
-        self.register_outputs(
-            {"workerNodes": self.worker_nodes, "loginEndpoint": self.login_endpoint, "sshCommand": self.ssh_command}
-        )
+        self.register_outputs({"workerNodes": self.worker_nodes, "loginEndpoint": self.login_endpoint, "sshCommand": self.ssh_command})
 
     def _declare(self, name: str, rendered: Rendered, key_secrets: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions]) -> None:
         extra: dict[str, Any] = {}

@@ -105,10 +105,7 @@ def pod_template_errors(template: dict[str, Any], where: str) -> list[str]:
 def ack_errors(manifest: dict[str, Any], path: Path) -> list[str]:
     """ACK has no CRD: the project's JSON Schema (unknown fields rejected), and every pod template as a core/v1 one."""
     schema = json.loads(path.read_text())
-    errors = [
-        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-        for e in jsonschema.Draft202012Validator(schema).iter_errors(manifest)
-    ]
+    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(manifest)]
     spec = manifest.get("spec", {})
     for role in ("headGroupSpec", "slurmctld", "slurmdbd", "slurmrestd"):
         if role in spec:

@@ -25,7 +25,7 @@ def test_contract_file_is_present():
     assert SOPERATOR_CRD.is_file(), f"missing {SOPERATOR_CRD}"
 
 
-SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))) is soperator1]
+SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))).OPERATOR == soperator1.OPERATOR]
 
 
 def test_there_are_soperator_1_14_10_stacks():

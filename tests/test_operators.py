@@ -26,10 +26,10 @@ def with_overrides(stack, **raw):
 
 
 def test_the_config_key_chooses_the_module():
-    assert operator_module(parse_config({})) is soperator1  # absent key: today's default
-    assert operator_module(parse_config(stack_config("staging-hanoi"))) is soperator4
-    assert operator_module(parse_config(stack_config("staging-hangzhou"))) is ack
-    assert operator_module(parse_config(stack_config("prod-hcm"))) is slinky
+    assert operator_module(parse_config({})).OPERATOR == soperator1.OPERATOR  # absent key: today's default
+    assert operator_module(parse_config(stack_config("staging-hanoi"))).OPERATOR == soperator4.OPERATOR
+    assert operator_module(parse_config(stack_config("staging-hangzhou"))).OPERATOR == ack.OPERATOR
+    assert operator_module(parse_config(stack_config("prod-hcm"))).OPERATOR == slinky.OPERATOR
 
 
 @pytest.mark.parametrize(
@@ -43,21 +43,42 @@ def test_the_config_key_chooses_the_module():
             "slurm.controller.size must be 1",
         ),
         (
-            {"slurmOperator": "ack", "slurm": {"ack": {"image": "x/slurm:1", "autoscaling": {"enabled": True, "maxNodesPerGroup": 4}}, "accounting": {"enabled": False}}},
+            {
+                "slurmOperator": "ack",
+                "slurm": {"ack": {"image": "x/slurm:1", "autoscaling": {"enabled": True, "maxNodesPerGroup": 4}}, "accounting": {"enabled": False}},
+            },
             "nodePools gpu: more Slurm workers than slurm.ack.autoscaling.maxNodesPerGroup (4)",
         ),
         ({"slurmOperator": "pbs"}, "slurm-platform:slurmOperator: Input should be 'soperator', 'ack' or 'slinky'"),
-        ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}}, "slurm.partitions p: pools nope are not GPU pools"),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}},
+            "slurm.partitions p: pools nope are not GPU pools",
+        ),
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "install: true needs version and repository"),
         ({"operators": {"soperator": {"version": "3.0.0"}}}, "Input should be '1.14.10' or '4.1.7'"),
         ({"slurm": {"partitions": [{"name": "gpu"}]}}, "slurm.partitions: soperator 1.14.10 has one implicit partition"),
         ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"controller": {"size": 2}}}, "it runs a single slurmctld"),
         (
-            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]}},
+            {
+                "operators": {"soperator": {"version": "4.1.7"}},
+                "slurm": {"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]},
+            },
             "at most one partition can be the default",
         ),
         (
-            {"nodePools": [{"name": "gpu", "selector": {"a": "b"}, "gpusPerNode": 8, "cpuPerNode": "8", "memoryPerNode": "8Gi", "nodeCount": 2, "slurmWorkers": 1}]},
+            {
+                "nodePools": [
+                    {
+                        "name": "gpu",
+                        "selector": {"a": "b"},
+                        "gpusPerNode": 8,
+                        "cpuPerNode": "8",
+                        "memoryPerNode": "8Gi",
+                        "nodeCount": 2,
+                        "slurmWorkers": 1,
+                    }
+                ]
+            },
             "nodePools gpu: slurmWorkers needs per-pool workers",
         ),
     ],
@@ -83,7 +104,7 @@ def test_soperator4_cluster_has_no_workers_and_one_nodeset_per_gpu_pool(staging_
     assert "worker" not in cluster["spec"]["slurmNodes"] and cluster["spec"]["crVersion"] == "4.1.7"
     nodesets = manifest_of(rendered, "NodeSet")
     assert [n["metadata"]["name"] for n in nodesets] == ["h100", "h200"]
-    for nodeset, pool in zip(nodesets, staging_hanoi.gpu_pools):
+    for nodeset, pool in zip(nodesets, staging_hanoi.gpu_pools, strict=True):
         assert nodeset["apiVersion"] == "slurm.nebius.ai/v1alpha1"
         assert nodeset["metadata"]["namespace"] == cluster["metadata"]["namespace"]
         assert nodeset["metadata"]["annotations"] == {"slurm.nebius.ai/parental-cluster-ref": "fpt-hpc"}
@@ -212,10 +233,18 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     assert "NodeSet=a10 Feature=a10" in lines
     assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:1 Feature=a10,cloud State=CLOUD" in lines
     assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
-    for setting in ("SuspendProgram=/slurm-suspend.sh", "ResumeProgram=/slurm-resume.sh", "SuspendTime=600", "ResumeRate=1",
-                    "CommunicationParameters=NoAddrCache", "ReconfigFlags=KeepPowerSaveSettings"):
+    for setting in (
+        "SuspendProgram=/slurm-suspend.sh",
+        "ResumeProgram=/slurm-resume.sh",
+        "SuspendTime=600",
+        "ResumeRate=1",
+        "CommunicationParameters=NoAddrCache",
+        "ReconfigFlags=KeepPowerSaveSettings",
+    ):
         assert setting in lines
-    quiet = with_overrides("staging-hangzhou", slurm={**stack_config("staging-hangzhou")["slurm"], "ack": {"image": "x/slurm:1", "slurmdbdConfSecretName": "s"}})
+    quiet = with_overrides(
+        "staging-hangzhou", slurm={**stack_config("staging-hangzhou")["slurm"], "ack": {"image": "x/slurm:1", "slurmdbdConfSecretName": "s"}}
+    )
     assert "State=CLOUD" not in ack.slurm_conf(quiet) and "SuspendProgram" not in ack.slurm_conf(quiet)
 
 
@@ -233,14 +262,18 @@ def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):
     rendered = {r.role: r for r in ack.render(ack_config)}
     (rule,) = rendered["copilot-role"].manifest["rules"]
     assert rule == {
-        "apiGroups": ["kai.alibabacloud.com"], "resources": ["slurmclusters"],
-        "verbs": ["get", "watch", "list", "update", "patch"], "resourceNames": ["ack-slurm-cluster-1"],
+        "apiGroups": ["kai.alibabacloud.com"],
+        "resources": ["slurmclusters"],
+        "verbs": ["get", "watch", "list", "update", "patch"],
+        "resourceNames": ["ack-slurm-cluster-1"],
     }
     assert rendered["copilot-binding"].manifest["subjects"][0]["name"] == rendered["copilot-sa"].manifest["metadata"]["name"]
     head = ack_templates(rendered["cluster"].manifest)[0]
     assert head["spec"]["serviceAccountName"] == "ack-slurm-cluster-1-slurmctld-copilot"
     assert rendered["cluster"].ignore_changes == (
-        "spec.workerGroupSpecs[*].replicas", "spec.workerGroupSpecs[*].podsToBeCreated", "spec.workerGroupSpecs[*].podsToBeDeleted",
+        "spec.workerGroupSpecs[*].replicas",
+        "spec.workerGroupSpecs[*].podsToBeCreated",
+        "spec.workerGroupSpecs[*].podsToBeDeleted",
     )
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from components.config import parse_config
 from components.slurm import ack, soperator4
+from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on the path)
 from tests.harness import stack_config
 from tests.test_policies import (
     ACK_SLURM_CLUSTER,
@@ -17,14 +18,12 @@ from tests.test_policies import (
     SLINKY_NODESET,
     SLURM_CLUSTER,
     SOPERATOR_NODESET,
+    as_policy_resource,
     check,
     mocked_run,
     one,
     resource,
 )
-from tests.test_policies import as_policy_resource
-
-from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on the path)
 
 SECRET = "kubernetes:core/v1:Secret"
 SLINKY_LOGINSET = "kubernetes:slinky.slurm.net/v1beta1:LoginSet"
@@ -78,13 +77,19 @@ def test_nodesets_pass_and_orphans_fail(soperator4_resources):
 
 
 def test_nodeset_workers_must_fit_their_pool(soperator4_resources):
-    config = {"nodePools": {"h100": {"cpu": 112, "memoryGi": 1250, "gpus": 8, "nodes": 2}, "h200": {"cpu": 112, "memoryGi": 1850, "gpus": 8, "nodes": 1}}}
+    config = {
+        "nodePools": {"h100": {"cpu": 112, "memoryGi": 1250, "gpus": 8, "nodes": 2}, "h200": {"cpu": 112, "memoryGi": 1850, "gpus": 8, "nodes": 1}}
+    }
     nodesets = [r for r in soperator4_resources if r.resource_type == SOPERATOR_NODESET]
     assert check("slurm-worker-node-fit", *nodesets, config=config) == []
-    one(check("slurm-worker-node-fit", *nodesets, config={"nodePools": {**config["nodePools"], "h100": {**config["nodePools"]["h100"], "nodes": 1}}}),
-        "NodeSet fpt-hpc/h100: 2 workers exceed the 1 node(s) of GPU pool h100")
-    one(check("slurm-worker-node-fit", *nodesets, config={"nodePools": {**config["nodePools"], "h200": {**config["nodePools"]["h200"], "cpu": 100}}}),
-        "NodeSet fpt-hpc/h200: a worker pod asks 111.2 CPU")  # slurmd 109 + munge 2 + sssd 0.2
+    one(
+        check("slurm-worker-node-fit", *nodesets, config={"nodePools": {**config["nodePools"], "h100": {**config["nodePools"]["h100"], "nodes": 1}}}),
+        "NodeSet fpt-hpc/h100: 2 workers exceed the 1 node(s) of GPU pool h100",
+    )
+    one(
+        check("slurm-worker-node-fit", *nodesets, config={"nodePools": {**config["nodePools"], "h200": {**config["nodePools"]["h200"], "cpu": 100}}}),
+        "NodeSet fpt-hpc/h200: a worker pod asks 111.2 CPU",
+    )  # slurmd 109 + munge 2 + sssd 0.2
 
 
 def test_quota_counts_nodesets():
@@ -127,8 +132,8 @@ def test_ack_config_rule_catches_each_inconsistency(ack_resources):
     config_map = copy.deepcopy(dict(next(r for r in others if r.resource_type == CONFIG_MAP).props))
     config_map["data"]["slurm.conf"] = config_map["data"]["slurm.conf"].replace("ClusterName=ack-slurm-cluster-1", "ClusterName=other")
     home = next(r for r in others if r.resource_type == PVC)
-    cluster = next(r for r in ack_resources if r.resource_type == ACK_SLURM_CLUSTER)
-    messages = check("ack-slurm-config", cluster, resource(CONFIG_MAP, config_map), resource(PVC, dict(home.props), protect=False))
+    rendered_cluster = next(r for r in ack_resources if r.resource_type == ACK_SLURM_CLUSTER)
+    messages = check("ack-slurm-config", rendered_cluster, resource(CONFIG_MAP, config_map), resource(PVC, dict(home.props), protect=False))
     assert sum("does not say ClusterName=ack-slurm-cluster-1" in m for m in messages) == 3
     assert sum("/home claim slurm-home-pvc is not protected" in m for m in messages) == 3
 
@@ -137,8 +142,10 @@ def test_ack_worker_groups_count_and_fit(ack_resources):
     cluster = next(r for r in ack_resources if r.resource_type == ACK_SLURM_CLUSTER)
     pools = {"a10": {"cpu": 30, "memoryGi": 110, "gpus": 1, "nodes": 4}}
     assert check("slurm-worker-node-fit", cluster, config={"nodePools": pools}) == []
-    one(check("slurm-worker-node-fit", cluster, config={"nodePools": {"a10": {**pools["a10"], "nodes": 1}}}),
-        "workerGroupSpecs[a10]: 2 workers exceed the 1 node(s)")
+    one(
+        check("slurm-worker-node-fit", cluster, config={"nodePools": {"a10": {**pools["a10"], "nodes": 1}}}),
+        "workerGroupSpecs[a10]: 2 workers exceed the 1 node(s)",
+    )
     demand = stack_demand([cluster])
     assert demand.totals["gpus"] == 2 and demand.totals["vcpu"] == pytest.approx(2 * 28 + 2 + 1)
 
@@ -167,14 +174,18 @@ def slinky_resources(run):
 def test_slinky_references_pass_and_missing_keys_fail(slinky_run):
     resources = slinky_resources(slinky_run)
     assert check("slinky-references", *resources) == []
-    without_keys = [r for r in resources if not (r.resource_type == SECRET and r.name in ("slurm-slurm-key", "slurm-sssd-config", "ldap-sssd-config"))]
+    without_keys = [
+        r for r in resources if not (r.resource_type == SECRET and r.name in ("slurm-slurm-key", "slurm-sssd-config", "ldap-sssd-config"))
+    ]
     messages = check("slinky-references", *without_keys)
     assert sum("slurmKeyRef names Secret 'slinky-hpc-auth-slurm'" in m for m in messages) == 2  # Controller, Accounting
     assert sum("sssdConfRef names Secret 'sssd-config'" in m for m in messages) == 1
     orphan = copy.deepcopy(next(r for r in slinky_run.resources if r.type == SLINKY_NODESET).inputs)
     orphan["spec"]["controllerRef"]["name"] = "elsewhere"
-    one(check("slinky-references", *[r for r in resources if r.resource_type != SLINKY_NODESET], resource(SLINKY_NODESET, orphan)),
-        "points at Controller 'elsewhere'")
+    one(
+        check("slinky-references", *[r for r in resources if r.resource_type != SLINKY_NODESET], resource(SLINKY_NODESET, orphan)),
+        "points at Controller 'elsewhere'",
+    )
 
 
 def test_slinky_loginset_exposure(slinky_run):

@@ -71,8 +71,8 @@ def operator_module(config: PlatformConfig) -> SlurmOperator:
     from . import ack, slinky, soperator1, soperator4
 
     if config.slurm_operator == "soperator":
-        return {"1.14.10": soperator1, "4.1.7": soperator4}[config.operators.soperator.version]  # type: ignore[return-value]
-    return {"ack": ack, "slinky": slinky}[config.slurm_operator]  # type: ignore[return-value]
+        return {"1.14.10": soperator1, "4.1.7": soperator4}[config.operators.soperator.version]
+    return {"ack": ack, "slinky": slinky}[config.slurm_operator]
 
 
 def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:

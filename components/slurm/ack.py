@@ -51,9 +51,7 @@ NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
 SLURMDBD_PORT = 6819
 HOME = "/home"
 # What slurmctld-copilot rewrites on the live CR when it resumes or suspends workers.
-AUTOSCALED_FIELDS = tuple(
-    f"spec.workerGroupSpecs[*].{field}" for field in ("replicas", "podsToBeCreated", "podsToBeDeleted")
-)
+AUTOSCALED_FIELDS = tuple(f"spec.workerGroupSpecs[*].{field}" for field in ("replicas", "podsToBeCreated", "podsToBeDeleted"))
 
 
 def ack(config: PlatformConfig) -> AckClusterConfig:
@@ -71,7 +69,7 @@ def names(config: PlatformConfig) -> dict[str, str]:
         "config": f"{cluster}-slurm-conf",
         "login": f"{cluster}-login",
         "copilot": f"{cluster}-slurmctld-copilot",
-        "home_volume": f"{ack(config).home.claim_name}-nas" if ack(config).home else "",
+        "home_volume": f"{home.claim_name}-nas" if (home := ack(config).home) else "",
     }
 
 
@@ -104,10 +102,7 @@ def node_lines(config: PlatformConfig) -> list[str]:
     for pool in config.gpu_pools:
         lines.append(f"NodeSet={pool.name} Feature={pool.name}")
         if autoscaling.enabled:
-            shape = (
-                f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} "
-                f"Gres=gpu:{pool.gpus_per_node}"
-            )
+            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres=gpu:{pool.gpus_per_node}"
             nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
             lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
     return lines
@@ -187,7 +182,9 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
     settings = ack(config)
     conf_sources: list[dict[str, Any]] = [{"configMap": {"name": names(config)["config"]}}]
     if with_slurmdbd_conf and config.slurm.accounting.enabled:
-        conf_sources.append({"secret": {"name": settings.slurmdbd_conf_secret_name, "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf", "mode": 0o600}]}})
+        conf_sources.append(
+            {"secret": {"name": settings.slurmdbd_conf_secret_name, "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf", "mode": 0o600}]}}
+        )
     pod_volumes: list[dict[str, Any]] = [
         {"name": "slurm-conf", "projected": {"sources": conf_sources}},
         {"name": "munge-key", "secret": {"secretName": munge_secret_name(config.cluster.name), "defaultMode": 0o400}},
@@ -258,9 +255,7 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
     if pool.taints:
         placement["tolerations"] = pool_tolerations(pool)
-    template = pod_template(
-        config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {}
-    )
+    template = pod_template(config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {})
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
 
@@ -272,8 +267,13 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
         if config.slurm.accounting.enabled:
             spec["slurmdbd"] = {
                 "template": pod_template(
-                    config, "slurmdbd", [SLURMDBD_PORT], container_resources(config.slurm.accounting.slurmdbd),
-                    system_placement(config), {NODE_TYPE_LABEL: "slurmdbd"}, with_slurmdbd_conf=True,
+                    config,
+                    "slurmdbd",
+                    [SLURMDBD_PORT],
+                    container_resources(config.slurm.accounting.slurmdbd),
+                    system_placement(config),
+                    {NODE_TYPE_LABEL: "slurmdbd"},
+                    with_slurmdbd_conf=True,
                 )
             }
     else:
@@ -381,7 +381,9 @@ def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[
     if not chart_config.install:
         return []
     chart, repo = chart_source(chart_config.repository, "ack-slurm-operator")
-    return [ChartRelease(OPERATOR_RELEASE, chart, chart_config.version, chart_config.namespace, dict(chart_config.values), repo=repo, depends_on=after)]
+    return [
+        ChartRelease(OPERATOR_RELEASE, chart, chart_config.version, chart_config.namespace, dict(chart_config.values), repo=repo, depends_on=after)
+    ]
 
 
 def needs_cert_manager(config: PlatformConfig) -> bool:

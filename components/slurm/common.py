@@ -65,15 +65,10 @@ def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, 
         return f"ssh {user}@{login.load_balancer_ip}"
     if node_port:
         return f"ssh -p {login.node_port} {user}@<any-node-ip>"
-    return (
-        f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} "
-        "-o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
-    )
+    return f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} -o jsonpath='{{.status.loadBalancer.ingress[0].ip}}')"
 
 
-def service_account_rbac(
-    role_prefix: str, name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]
-) -> list[Rendered]:
+def service_account_rbac(role_prefix: str, name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> list[Rendered]:
     """A ServiceAccount, a Role with `rules` and the RoleBinding between them, all named `name`."""
     metadata = {"name": name, "namespace": namespace, "labels": labels}
     return [

@@ -32,6 +32,7 @@ from ..slurm_cluster import (  # noqa: F401  (re-exported for soperator4)
 from . import KeySecret, Rendered
 from .common import ssh_command_for, ssh_endpoint
 
+
 def login_endpoint(config: PlatformConfig) -> str:
     return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
 
@@ -70,7 +71,12 @@ def soperator_releases(config: PlatformConfig, values: dict[str, Any], after: tu
     return [
         ChartRelease(SOPERATOR_CRDS, crds_chart, sop.version, sop.namespace, repo=crds_repo),
         ChartRelease(
-            SOPERATOR, chart, sop.version, sop.namespace, deep_merge(values, sop.values), repo=repo,
+            SOPERATOR,
+            chart,
+            sop.version,
+            sop.namespace,
+            deep_merge(values, sop.values),
+            repo=repo,
             # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
             skip_crds=True,
             # It watches MariaDB CRs from start-up when told they exist.

@@ -189,8 +189,7 @@ def validate_ack_config(args: StackValidationArgs, report: ReportViolation) -> N
                 if text and f"ClusterName={cluster_name}\n" not in text + "\n":
                     report(
                         violation(
-                            f"SlurmCluster {label} {where}: slurm.conf in ConfigMap {display(good[0].props)} does not say "
-                            f"ClusterName={cluster_name}",
+                            f"SlurmCluster {label} {where}: slurm.conf in ConfigMap {display(good[0].props)} does not say ClusterName={cluster_name}",
                             "generate slurm.conf from the same config as the CR",
                         ),
                         cluster.urn,
@@ -215,7 +214,7 @@ def validate_ack_config(args: StackValidationArgs, report: ReportViolation) -> N
                     ),
                     cluster.urn,
                 )
-            elif not all(c.opts.protect for c in declared):
+            elif not all(c.opts.protect for c in declared if c is not None):
                 report(
                     violation(
                         f"SlurmCluster {label} {where}: /home claim {homes[0]} is not protected",

@@ -424,8 +424,12 @@ def worker_sets(resource_type: str, props: Any) -> list[tuple[str, str, int, Pod
         return [(f"NodeSet {display(props)}", name, count(get(spec, "replicas"), default=1), shape)]
     if resource_type == ACK_SLURM_CLUSTER:
         return [
-            (f"SlurmCluster {display(props)} {where}", where.removeprefix("workerGroupSpecs[").rstrip("]"), replicas,
-             container_shape(get(template, "spec", "containers")))
+            (
+                f"SlurmCluster {display(props)} {where}",
+                where.removeprefix("workerGroupSpecs[").rstrip("]"),
+                replicas,
+                container_shape(get(template, "spec", "containers")),
+            )
             for where, replicas, template in ack_templates(props)
             if where.startswith("workerGroupSpecs")
         ]

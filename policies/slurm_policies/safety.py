@@ -25,8 +25,8 @@ from .common import (
     PV,
     PVC,
     SERVICE,
-    SLURM_CLUSTER,
     SLINKY_LOGINSET,
+    SLURM_CLUSTER,
     config_value,
     display,
     elements,
@@ -113,7 +113,7 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
                 f"LoginSet {display(loginset.props, loginset.name)} exposes SSH through a LoadBalancer reachable from "
                 "the internet: spec.service has no restricting loadBalancerSourceRanges and no private-LB annotation",
                 "set slurm.login.allowedSourceRanges (rendered into spec.service.spec.loadBalancerSourceRanges), or a "
-                f"private-LB annotation such as {example[0]}: \"{example[1]}\" in slurm.login.serviceAnnotations",
+                f'private-LB annotation such as {example[0]}: "{example[1]}" in slurm.login.serviceAnnotations',
             ),
             loginset.urn,
         )
