@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Optional
 from urllib.parse import urlparse
 
 import pulumi
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from policies import kube_rules
@@ -341,10 +341,20 @@ class NodePoolConfig(Model):
         default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
     )
     karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+    slurm_workers: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Slurm workers on this GPU pool (soperator 4.x NodeSet, ACK worker group or Slinky NodeSet replicas); "
+        "default: nodeCount. soperator 1.14.10 has one worker group: slurm.worker.size.",
+    )
 
     @property
     def has_gpu(self) -> bool:
         return self.gpus_per_node > 0
+
+    @property
+    def worker_replicas(self) -> int:
+        return self.node_count if self.slurm_workers is None else self.slurm_workers
 
 
 def _default_pools() -> list[NodePoolConfig]:
@@ -416,7 +426,10 @@ class NetworkOperatorConfig(ChartConfig):
 
 class SoperatorConfig(ChartConfig):
     namespace: DnsLabel = "soperator-system"
-    version: Literal["1.14.10"] = Field("1.14.10", description="soperator release; the SlurmCluster shape follows it.")
+    version: Literal["1.14.10", "4.1.7"] = Field(
+        "1.14.10",
+        description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
+    )
     repository: ChartRepository = "oci://cr.eu-north1.nebius.cloud/soperator"
 
 
@@ -437,12 +450,39 @@ class MariadbOperatorConfig(ChartConfig):
 class CertManagerConfig(ChartConfig):
     install: bool = Field(
         False,
-        description="No operator here needs it (soperator 1.14.10 registers no webhooks; mariadb-operator uses its own "
-        "cert controller); install it for your own Certificates, e.g. LDAP TLS.",
+        description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
+        "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
     )
     namespace: DnsLabel = "cert-manager"
     version: Annotated[ExactVersion, _leading_v(True)] = "v1.16.2"
     repository: ChartRepository = "https://charts.jetstack.io"
+
+
+class AckSlurmOperatorConfig(ChartConfig):
+    """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
+
+    install: bool = Field(False, description="Declare the Helm release; the default false matches the guide (ACK marketplace).")
+    namespace: DnsLabel = "ack-slurm-operator"
+    version: str = Field("", description="Chart version (required with install: true).")
+    repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
+    api_generation: Literal["2024-06", "2024-12"] = Field(
+        "2024-12",
+        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 (spec.slurmctld, slurmdbd, slurmrestd).",
+    )
+
+    @model_validator(mode="after")
+    def _chart_named_when_installed(self) -> AckSlurmOperatorConfig:
+        if self.install and not (self.version and self.repository):
+            raise ValueError("install: true needs version and repository (the chart is not published in a public repo)")
+        return self
+
+
+class SlinkyOperatorConfig(ChartConfig):
+    """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
+
+    namespace: DnsLabel = "slinky"
+    version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
+    repository: str = "oci://ghcr.io/slinkyproject/charts"
 
 
 class OperatorsConfig(Model):
@@ -451,6 +491,8 @@ class OperatorsConfig(Model):
     soperator: SoperatorConfig = SoperatorConfig()
     mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
     cert_manager: CertManagerConfig = CertManagerConfig()
+    ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
+    slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -585,7 +627,11 @@ def _res(cpu: str, memory: str, ephemeral: str) -> PodResources:
 
 class ImagesConfig(Model):
     registry: ImageRepository = Field("cr.eu-north1.nebius.cloud/soperator", description="soperator image registry.")
-    tag: ImageTag = Field("1.14.10-jammy-slurm24.05.2", description="Image tag shared by soperator's Slurm images.")
+    tag: Optional[ImageTag] = Field(
+        None,
+        description="Image tag shared by soperator's Slurm images; default: the release's own "
+        "(1.14.10-jammy-slurm24.05.2 for 1.14.10, 4.1.7-slurm25.11.3 for 4.1.7).",
+    )
     mariadb: ImageReference = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
 
 
@@ -684,6 +730,72 @@ class ReadinessConfig(Model):
     )
 
 
+# ---------------------------------------------------------------------------
+# Per-operator Slurm settings (the operator-neutral ones above are shared)
+
+
+class HomeNasConfig(Model):
+    """The guide's shared /home: an existing NAS file system bound through a static PersistentVolume."""
+
+    server: str = Field(..., min_length=1, description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+    path: str = Field("/", pattern=r"^/", description="Directory on the NAS.")
+    size: Quantity = "1Ti"
+    claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
+    nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
+
+
+class AckAutoscalingConfig(Model):
+    """Slurm power saving with CLOUD nodes: slurmctld-copilot resumes/suspends workers by patching the CR."""
+
+    enabled: bool = False
+    max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
+    suspend_time: int = Field(600, ge=1, description="SuspendTime: idle seconds before a worker is suspended.")
+    suspend_timeout: int = Field(600, ge=1)
+    resume_timeout: int = Field(600, ge=1)
+    resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
+    suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
+    suspend_program: str = Field("/slurm-suspend.sh", pattern=r"^/", description="As the guide's image ships it.")
+    resume_program: str = Field("/slurm-resume.sh", pattern=r"^/")
+
+
+class AckClusterConfig(Model):
+    """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
+
+    image: str = Field(..., min_length=1, description="Slurm image for head and workers (the guide's, or your own build).")
+    slurm_conf_path: str = Field("/var/slurm", pattern=r"^/", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
+    munge_key_dir: str = Field("/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
+    slurmctld_host: Optional[str] = Field(None, description="SlurmctldHost in slurm.conf; default <cluster>-head.")
+    home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
+    slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
+        None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
+    )
+    autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
+    extra_slurm_conf: list[str] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim.")
+
+
+class SlinkyClusterConfig(Model):
+    registry: str = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
+    tag: str = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
+    controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
+    controller_storage_class_name: Optional[str] = Field(None, description="Class of that volume; cluster default when unset.")
+    rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
+    rest_api_replicas: int = Field(1, ge=1)
+    rest_api_resources: PodResources = _res("500m", "1Gi", "1Gi")
+
+
+class PartitionConfig(Model):
+    """A Slurm partition over GPU pools (soperator 4.x, ACK and Slinky; soperator 1.14.10 has one implicit partition)."""
+
+    name: DnsLabel
+    pools: list[DnsLabel] = Field(default_factory=list, description="GPU pool names; empty: every GPU pool.")
+    default: bool = Field(False, description="The partition jobs go to when they name none.")
+    config: str = Field("MaxTime=INFINITE State=UP", pattern=r"^[^\n]*$", description="Further PartitionName options.")
+
+
+def _default_partitions() -> list[PartitionConfig]:
+    return [PartitionConfig(name="main", default=True)]
+
+
 class SlurmConfig(Model):
     images: ImagesConfig = ImagesConfig()
     controller: ControllerConfig = ControllerConfig()
@@ -700,14 +812,27 @@ class SlurmConfig(Model):
         "Pulumi owns the object but not the key until this is turned off (which writes a new key).",
     )
     readiness: ReadinessConfig = ReadinessConfig()
+    partitions: list[PartitionConfig] = Field(
+        default_factory=_default_partitions, min_length=1, description="Slurm partitions (default: `main` over every GPU pool)."
+    )
+    ack: Optional[AckClusterConfig] = Field(None, description="ack-slurm-operator settings (required with slurmOperator: ack).")
+    slinky: SlinkyClusterConfig = SlinkyClusterConfig()
 
 
 # ---------------------------------------------------------------------------
 # The whole stack
 
 
+SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
+
+
 class PlatformConfig(Model):
     environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
+    slurm_operator: SlurmOperatorKind = Field(
+        "soperator",
+        description="The Slurm operator: soperator (version: operators.soperator.version), ack (Alibaba ack-slurm-operator, "
+        "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
+    )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -724,6 +849,11 @@ class PlatformConfig(Model):
     @property
     def has_rdma(self) -> bool:
         return any(pool.rdma for pool in self.gpu_pools)
+
+    @property
+    def uses_jail(self) -> bool:
+        """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
+        return self.slurm_operator == "soperator"
 
     @property
     def jail_is_static(self) -> bool:
@@ -778,6 +908,7 @@ class Problem:
 def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _node_pool_problems(config)
     yield from _operator_problems(config)
+    yield from _slurm_operator_problems(config)
     yield from _storage_problems(config)
     yield from _scheduling_problems(config)
     yield from _system_pod_problems(config)
@@ -862,6 +993,86 @@ def _operator_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
 
 
+def _slurm_operator_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """What the chosen Slurm operator (components/slurm/<module>.py) can render."""
+    slurm = config.slurm
+    soperator_version = config.operators.soperator.version if config.slurm_operator == "soperator" else None
+    if config.slurm_operator == "ack":
+        yield from _ack_problems(config)
+    if soperator_version == "4.1.7" and slurm.controller.size != 1:
+        yield Problem(("slurm", "controller", "size"), "must be 1 with soperator 4.1.7 (it runs a single slurmctld)", slurm.controller.size)
+    if soperator_version == "1.14.10":
+        if "partitions" in slurm.model_fields_set:
+            yield Problem(
+                ("slurm", "partitions"),
+                "soperator 1.14.10 has one implicit partition; partitions need operators.soperator.version 4.1.7, ack or slinky",
+                [p.name for p in slurm.partitions],
+            )
+        for index, pool in enumerate(config.node_pools):
+            if pool.slurm_workers is not None:
+                yield Problem(
+                    ("nodePools", index, "slurmWorkers"),
+                    "needs per-pool workers (soperator 4.1.7, ack, slinky); soperator 1.14.10 has one worker group, sized by slurm.worker.size",
+                    pool.slurm_workers,
+                )
+    for index, name in _duplicates([p.name for p in slurm.partitions]):
+        yield Problem(("slurm", "partitions", index, "name"), "must be unique among partitions", name)
+    defaults = [index for index, p in enumerate(slurm.partitions) if p.default]
+    for index in defaults[1:]:
+        yield Problem(
+            ("slurm", "partitions", index, "default"),
+            f"at most one partition can be the default (slurm.partitions[{defaults[0]}] already is)",
+            True,
+        )
+    gpu_pool_names = sorted(pool.name for pool in config.gpu_pools)
+    for index, partition in enumerate(slurm.partitions):
+        unknown = sorted(set(partition.pools) - set(gpu_pool_names))
+        if unknown:
+            yield Problem(
+                ("slurm", "partitions", index, "pools"),
+                f"{', '.join(unknown)} {'is not a GPU pool' if len(unknown) == 1 else 'are not GPU pools'} (GPU pools: {', '.join(gpu_pool_names)})",
+                list(partition.pools),
+            )
+    if config.slurm_operator == "slinky" and not config.ldap.enabled:
+        yield Problem(("ldap", "enabled"), "must be true when slurmOperator is slinky: its LoginSet's sssd.conf binds to our LDAP", False)
+
+
+def _ack_problems(config: PlatformConfig) -> Iterator[Problem]:
+    slurm = config.slurm
+    if slurm.ack is None:
+        yield Problem(("slurm", "ack"), "required when slurmOperator is ack (at least slurm.ack.image)")
+        return
+    autoscaling = slurm.ack.autoscaling
+    if autoscaling.enabled:
+        for index, pool in enumerate(config.node_pools):
+            if pool.has_gpu and pool.worker_replicas > autoscaling.max_nodes_per_group:
+                yield Problem(
+                    ("nodePools", index, "slurmWorkers"),
+                    f"is more than slurm.ack.autoscaling.maxNodesPerGroup ({autoscaling.max_nodes_per_group}), "
+                    "the CLOUD node names slurm.conf declares per group; raise it or lower slurmWorkers",
+                    pool.worker_replicas,
+                )
+    if slurm.controller.size != 1:
+        yield Problem(
+            ("slurm", "controller", "size"),
+            "must be 1 with slurmOperator ack (the generated slurm.conf names one SlurmctldHost)",
+            slurm.controller.size,
+        )
+    accounting = slurm.accounting
+    if accounting.enabled and accounting.database != "external":
+        yield Problem(
+            ("slurm", "accounting", "database"),
+            "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), "
+            "or set slurm.accounting.enabled: false",
+            accounting.database,
+        )
+    if accounting.enabled and not slurm.ack.slurmdbd_conf_secret_name:
+        yield Problem(
+            ("slurm", "ack", "slurmdbdConfSecretName"),
+            "required when accounting is enabled with slurmOperator ack (an existing Secret holding slurmdbd.conf)",
+        )
+
+
 def _storage_problems(config: PlatformConfig) -> Iterator[Problem]:
     storage_class = config.storage.storage_class
     for kind, block, present in (("nfs", "nfs", storage_class.nfs), ("alibabaNas", "alibabaNas", storage_class.alibaba_nas)):
@@ -913,7 +1124,9 @@ def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
     fitting = [pool for pool in with_gpus if quantity_value(pool.cpu_per_node) >= cpu and quantity_value(pool.memory_per_node) >= memory]
     capacity = sum(pool.node_count for pool in fitting)
-    if fitting and worker.size > capacity:
+    # Only soperator 1.14.10 sizes workers with slurm.worker.size; the others size them per pool.
+    workers_in_cr = config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10"
+    if fitting and workers_in_cr and worker.size > capacity:
         pools = ", ".join(f"{pool.name}: {pool.node_count}" for pool in fitting)
         yield Problem(
             ("slurm", "worker", "size"),

@@ -13,11 +13,13 @@ from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from . import child_opts, warn
 from .config import PlatformConfig, PodResources
+from .munge import generated_key, secret_data
 from .node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
+from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 from .storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 
 API_VERSION = "slurm.nebius.ai/v1"
@@ -26,6 +28,8 @@ SSHD_PORT = 22
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 # soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
 READY_PHASE = "Available"
+
+IMAGE_TAG = "1.14.10-jammy-slurm24.05.2"
 
 # soperator 1.14.10 image names under the registry, by component.
 IMAGES = {
@@ -42,7 +46,7 @@ IMAGES = {
 
 def image(config: PlatformConfig, component: str) -> str:
     images = config.slurm.images
-    return f"{images.registry}/{IMAGES[component]}:{images.tag}"
+    return f"{images.registry}/{IMAGES[component]}:{images.tag or IMAGE_TAG}"
 
 
 def resources(pod: PodResources) -> dict[str, Any]:
@@ -396,6 +400,29 @@ class LiveCustomResource(pulumi.CustomResource):
         super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, {**props, "status": None}, opts)
 
 
+# --- other Slurm operators (components/slurm/): their manifests, declared generically ----
+
+# Built-in kinds the operator modules render, declared with their typed resources.
+BUILTIN_KINDS = {
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+}
+
+
+def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One manifest as a Pulumi resource (typed for built-ins, CustomResource otherwise)."""
+    fields = {to_snake(key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
+    builtin = BUILTIN_KINDS.get((manifest["apiVersion"], manifest["kind"]))
+    if builtin is not None:
+        return builtin(name, **fields, opts=opts)
+    return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
+
+
 class SlurmCluster(pulumi.ComponentResource):
     worker_nodes: pulumi.Output[list]
     login_endpoint: pulumi.Output[Optional[str]]
@@ -406,6 +433,10 @@ class SlurmCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:slurm_cluster:SlurmCluster", name, None, opts)
+        module: SlurmOperator = operator_module(config)
+        if module.OPERATOR != "soperator 1.14.10":
+            self._other_operator(name, config, module, opts)
+            return
         manifest = slurm_cluster_manifest(config)
         manifest["spec"] = config.secret_if("slurm", manifest["spec"])
         timeout = f"{config.slurm.readiness.timeout_minutes}m"
@@ -437,6 +468,39 @@ class SlurmCluster(pulumi.ComponentResource):
                 "unmetConditions": self.unmet_conditions,
                 "serviceNames": self.service_names,
             }
+        )
+
+    def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
+        """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
+        key_secrets = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
+        for rendered in module.render(config):
+            self._declare(name, rendered, key_secrets, opts)
+        self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
+        self.login_endpoint = pulumi.Output.from_input(module.login_endpoint(config))
+        self.ssh_command = pulumi.Output.from_input(module.ssh_command(config))
+        self.phase = pulumi.Output.from_input(None)
+        self.unmet_conditions = pulumi.Output.from_input([])
+        self.service_names = pulumi.Output.from_input({"ssh": module.login_service_name(config)})
+        self.register_outputs({"workerNodes": self.worker_nodes, "loginEndpoint": self.login_endpoint, "sshCommand": self.ssh_command})
+
+    def _declare(self, name: str, rendered: Rendered, key_secrets: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions]) -> None:
+        extra: dict[str, Any] = {}
+        if rendered.ignore_changes:
+            extra["ignore_changes"] = list(rendered.ignore_changes)
+        if rendered.keep:
+            extra.update(protect=True, retain_on_delete=True)
+        # Custom resources reference the key Secrets by name: create those first.
+        depends_on = key_secrets if "." in rendered.manifest["apiVersion"].split("/")[0] and key_secrets else None
+        declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
+
+    def _key_secret(self, name: str, spec: KeySecret, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Resource:
+        key = generated_key(f"{name}-{spec.role}-random", spec.length, spec.rotation, child_opts(self, opts))
+        return k8s.core.v1.Secret(
+            f"{name}-{spec.role}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=spec.name, namespace=spec.namespace, labels=spec.labels or None),
+            type="Opaque",
+            data={spec.key: secret_data(key.result)},
+            opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
         )
 
     def _login_service(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Output[Optional[dict[str, Any]]]:

@@ -43,11 +43,15 @@ class DataVolume:
 
 
 def data_volumes(config: PlatformConfig) -> list[DataVolume]:
+    """The jail and spool (soperator only), then the shared submounts every operator mounts."""
     storage = config.storage
+    shared = [DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts]
+    if not config.uses_jail:
+        return shared
     return [
         DataVolume(JAIL_SOURCE, JAIL_CLAIM, storage.jail.size, storage.jail.static_nfs, storage.jail.adopt),
         DataVolume(SPOOL_SOURCE, SPOOL_CLAIM, storage.controller_spool.size, adopt=storage.controller_spool.adopt),
-        *(DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts),
+        *shared,
     ]
 
 

@@ -217,7 +217,8 @@ def test_deep_merge_is_deep_and_copies():
 
 
 def test_operator_values_from_typed_config():
-    from components.operators import gpu_operator_values, network_operator_values, soperator_values, uses_mariadb_operator
+    from components.operators import gpu_operator_values, network_operator_values, uses_mariadb_operator
+    from components.slurm.soperator1 import operator_values as soperator_values
 
     raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
     config = parse_config(raw)

@@ -31,7 +31,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from components.config import parse_config
 from components.ldap import ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
-from components.slurm_cluster import restricted_login_service, slurm_cluster_manifest
+from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
 from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
 
@@ -52,6 +52,10 @@ STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+SOPERATOR_NODESET = "kubernetes:slurm.nebius.ai/v1alpha1:NodeSet"
+ACK_SLURM_CLUSTER = "kubernetes:kai.alibabacloud.com/v1:SlurmCluster"
+SLINKY_CONTROLLER = "kubernetes:slinky.slurm.net/v1beta1:Controller"
+SLINKY_NODESET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 CHART = "kubernetes:helm.sh/v4:Chart"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 GI = 2**30
@@ -150,7 +154,7 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 10
+    assert len(POLICIES) == len(ALL_POLICIES) == 13
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")
@@ -1055,7 +1059,8 @@ def run_pack(resources: list[PolicyResource], env: str) -> dict[str, list[str]]:
 def test_every_example_stack_passes_its_policy_config(mocked_stacks, stack_name):
     resources = mocked_stacks[stack_name]
     types = {r.resource_type for r in resources}
-    assert {SLURM_CLUSTER, PVC, STATEFUL_SET, CONFIG_MAP} <= types
+    operator_types = {SLURM_CLUSTER, ACK_SLURM_CLUSTER, SLINKY_CONTROLLER, SLINKY_NODESET, SOPERATOR_NODESET}
+    assert types & operator_types and {PVC, STATEFUL_SET, CONFIG_MAP} <= types
     violations = {name: messages for name, messages in run_pack(resources, stack_name).items() if messages}
     assert violations == {}
 

@@ -23,6 +23,15 @@ SECRET = "kubernetes:core/v1:Secret"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+# The other Slurm operators' resources (soperator 4.x workers, ACK, Slinky).
+SOPERATOR_NODESET = "kubernetes:slurm.nebius.ai/v1alpha1:NodeSet"
+ACK_SLURM_CLUSTER = "kubernetes:kai.alibabacloud.com/v1:SlurmCluster"
+SLINKY_CONTROLLER = "kubernetes:slinky.slurm.net/v1beta1:Controller"
+SLINKY_NODESET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
+SLINKY_LOGINSET = "kubernetes:slinky.slurm.net/v1beta1:LoginSet"
+SLINKY_ACCOUNTING = "kubernetes:slinky.slurm.net/v1beta1:Accounting"
+SLINKY_RESTAPI = "kubernetes:slinky.slurm.net/v1beta1:RestApi"
+MARIADB = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
 CHART_TYPES = (
     "kubernetes:helm.sh/v4:Chart",
     "kubernetes:helm.sh/v3:Chart",
@@ -173,3 +182,24 @@ def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyReso
 
 def stack_config(args: StackValidationArgs) -> Mapping[str, Any]:
     return args.get_config() or {}
+
+
+# --- ACK pod templates ------------------------------------------------------------------
+
+ACK_TEMPLATE_ROLES = ("headGroupSpec", "slurmctld", "slurmdbd", "slurmrestd")
+
+
+def ack_templates(cluster: Any) -> list[tuple[str, int, Any]]:
+    """(where, replicas, pod template) of every pod kind an ACK SlurmCluster runs."""
+    spec = get(cluster, "spec", default={})
+    found = []
+    for role in ACK_TEMPLATE_ROLES:
+        part = get(spec, role)
+        if is_map(part):
+            replicas = get(part, "replicas", default=1)
+            found.append((f"spec.{role}", int(replicas) if isinstance(replicas, (int, float)) else 1, get(part, "template")))
+    for i, group in enumerate(elements(get(spec, "workerGroupSpecs"))):
+        name = get(group, "groupName", default=str(i))
+        replicas = get(group, "replicas", default=0)
+        found.append((f"workerGroupSpecs[{name}]", int(replicas) if isinstance(replicas, (int, float)) else 0, get(group, "template")))
+    return found

@@ -31,6 +31,7 @@ from .common import (
     PVC,
     SECRET,
     SERVICE,
+    SLINKY_LOGINSET,
     SLURM_CLUSTER,
     config_value,
     display,
@@ -100,11 +101,29 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
             ),
             service.urn,
         )
+    for loginset in of_type(args.resources, SLINKY_LOGINSET):
+        service = get(loginset.props, "spec", "service", default={})
+        if get(service, "spec", "type") != "LoadBalancer":
+            continue
+        if restricted(service) or private_annotation(get(service, "metadata", "annotations"), private):
+            continue
+        report(
+            violation(
+                f"LoginSet {display(loginset.props, loginset.name)} exposes SSH through a LoadBalancer reachable from "
+                "the internet: spec.service has no restricting loadBalancerSourceRanges and no private-LB annotation",
+                "set slurm.login.allowedSourceRanges (rendered into spec.service.spec.loadBalancerSourceRanges), or a "
+                f'private-LB annotation such as {example[0]}: "{example[1]}" in slurm.login.serviceAnnotations',
+            ),
+            loginset.urn,
+        )
     for cluster in of_type(args.resources, SLURM_CLUSTER):
         login = get(slurm_nodes(cluster.props), "login")
         if get(login, "sshdServiceType") != "LoadBalancer":
             continue
         if private_annotation(get(login, "sshdServiceAnnotations"), private):
+            continue
+        # soperator 4.x restricts its own login Service.
+        if restricted({"spec": {"loadBalancerSourceRanges": get(login, "sshdServiceLoadBalancerSourceRanges", default=[])}}):
             continue
         namespace = namespace_of(cluster.props)
         if accept_companion and any(
@@ -130,7 +149,7 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
 
 restricted_load_balancers = StackValidationPolicy(
     name="restricted-load-balancers",
-    description="LoadBalancer Services (ours and the SlurmCluster's login Service) are restricted by source ranges or private.",
+    description="LoadBalancer Services (ours, the SlurmCluster's login Service, Slinky LoginSets') are restricted by source ranges or private.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_load_balancers,
     config_schema=PolicyConfigSchema(
