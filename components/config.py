@@ -1062,8 +1062,7 @@ def _ack_problems(config: PlatformConfig) -> Iterator[Problem]:
     if accounting.enabled and accounting.database != "external":
         yield Problem(
             ("slurm", "accounting", "database"),
-            "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), "
-            "or set slurm.accounting.enabled: false",
+            "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), or set slurm.accounting.enabled: false",
             accounting.database,
         )
     if accounting.enabled and not slurm.ack.slurmdbd_conf_secret_name:

@@ -11,7 +11,7 @@ import pytest
 
 from components.config import parse_config
 from components.platform import build_platform
-from components.slurm_cluster import restricted_login_service, slurm_cluster_manifest
+from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from tests.harness import run_under_mocks, stack_config
 
 CHART = "kubernetes:helm.sh/v4:Chart"

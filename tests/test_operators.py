@@ -71,7 +71,11 @@ ACK_IMAGE = {"image": "x/slurm:1"}
         ({"operators": {"ackSlurmOperator": {"install": True}}}, "operators.ackSlurmOperator", "install: true needs version and repository"),
         ({"operators": {"soperator": {"version": "3.0.0"}}}, "operators.soperator.version", "Input should be '1.14.10' or '4.1.7'"),
         ({"slurm": {"partitions": [{"name": "gpu"}]}}, "slurm.partitions", "soperator 1.14.10 has one implicit partition"),
-        ({"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"controller": {"size": 2}}}, "slurm.controller.size", "runs a single slurmctld"),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"controller": {"size": 2}}},
+            "slurm.controller.size",
+            "runs a single slurmctld",
+        ),
         (
             {
                 "operators": {"soperator": {"version": "4.1.7"}},

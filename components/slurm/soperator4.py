@@ -18,7 +18,6 @@ from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
-from ..slurm_cluster import slurm_cluster_annotations
 from ..storage import JAIL_CLAIM
 from . import KeySecret, Rendered, soperator1
 from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac
@@ -152,7 +151,7 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
         "metadata": {
             "name": config.cluster.name,
             "namespace": config.cluster.namespace,
-            **({"annotations": annotations} if (annotations := slurm_cluster_annotations(config)) else {}),
+            **({"annotations": annotations} if (annotations := soperator1.slurm_cluster_annotations(config)) else {}),
         },
         "spec": {
             "crVersion": VERSION,
