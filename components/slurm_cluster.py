@@ -19,6 +19,7 @@ from .config import PlatformConfig
 from .munge import generated_key, secret_data
 from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 from .slurm.soperator1 import (
+    WAIT_FOR_ANNOTATION,
     awaits_readiness,
     login_address,
     not_ready_message,
@@ -128,17 +129,35 @@ class SlurmCluster(pulumi.ComponentResource):
     def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
         """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
         key_secrets = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
-        for rendered in module.render(config):
-            self._declare(name, rendered, key_secrets, opts)
+        statuses = [status for rendered in module.render(config) if (status := self._declare(name, config, rendered, key_secrets, opts)) is not None]
+        # The awaited cluster CR (soperator 4.x's SlurmCluster) reports its phase as 1.14.10's does.
+        status = statuses[0] if statuses else pulumi.Output.from_input(None)
+        status.apply(lambda live: warn(not_ready_message(config, live)))
         self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
         self.login_endpoint = pulumi.Output.from_input(module.login_endpoint(config))
         self.ssh_command = pulumi.Output.from_input(module.ssh_command(config))
-        self.phase = pulumi.Output.from_input(None)
-        self.unmet_conditions = pulumi.Output.from_input([])
+        self.phase = status.apply(lambda live: (live or {}).get("phase"))
+        self.unmet_conditions = status.apply(unmet_conditions)
         self.service_names = pulumi.Output.from_input({"ssh": module.login_service_name(config)})
-        self.register_outputs({"workerNodes": self.worker_nodes, "loginEndpoint": self.login_endpoint, "sshCommand": self.ssh_command})
+        self.register_outputs(
+            {
+                "workerNodes": self.worker_nodes,
+                "loginEndpoint": self.login_endpoint,
+                "sshCommand": self.ssh_command,
+                "phase": self.phase,
+                "unmetConditions": self.unmet_conditions,
+            }
+        )
 
-    def _declare(self, name: str, rendered: Rendered, key_secrets: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions]) -> None:
+    def _declare(
+        self,
+        name: str,
+        config: PlatformConfig,
+        rendered: Rendered,
+        key_secrets: list[pulumi.Resource],
+        opts: Optional[pulumi.ResourceOptions],
+    ) -> Optional[pulumi.Output[Optional[dict[str, Any]]]]:
+        """Declare one rendered object; for one the provider awaits (`pulumi.com/waitFor`), its live status."""
         extra: dict[str, Any] = {}
         if rendered.ignore_changes:
             extra["ignore_changes"] = list(rendered.ignore_changes)
@@ -146,7 +165,14 @@ class SlurmCluster(pulumi.ComponentResource):
             extra.update(protect=True, retain_on_delete=True)
         # Custom resources reference the key Secrets by name: create those first.
         depends_on = key_secrets if "." in rendered.manifest["apiVersion"].split("/")[0] and key_secrets else None
-        declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
+        if WAIT_FOR_ANNOTATION not in (rendered.manifest["metadata"].get("annotations") or {}):
+            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
+            return None
+        # The provider's default await timeout is shorter than a first install (slurm.readiness).
+        timeout = f"{config.slurm.readiness.timeout_minutes}m"
+        extra["custom_timeouts"] = pulumi.CustomTimeouts(create=timeout, update=timeout)
+        awaited = LiveCustomResource(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
+        return awaited.status.apply(lambda live: dict(live) if live else None)
 
     def _key_secret(self, name: str, spec: KeySecret, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Resource:
         key = generated_key(f"{name}-{spec.role}-random", spec.length, spec.rotation, child_opts(self, opts))

@@ -403,6 +403,22 @@ def test_a_cluster_that_is_not_available_warns_with_its_conditions():
     assert "WorkersAvailable=False: Slurm workers are not available yet" in warning
 
 
+def test_soperator4_cluster_is_awaited_and_reports_its_phase_like_1_14_10():
+    config = parse_config(stack_config("staging-hanoi"))
+    status = {"phase": "Not available", "conditions": [{"type": "WorkersAvailable", "status": "False", "message": "no NodeSet ready"}]}
+    run = slurm_run(config, {SLURM_CLUSTER: {"status": status}})
+    cluster = only(run, SLURM_CLUSTER)
+    assert cluster.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.phase}=Available"
+    assert cluster.custom_timeouts == {"create": "40m", "update": "40m"}
+    assert "status" not in cluster.inputs
+    assert run.outputs["phase"] == "Not available"
+    (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
+    assert "WorkersAvailable=False: no NodeSet ready" in warning
+    # Only the awaited CR gets the readiness timeout; its NodeSets are declared as they are.
+    nodesets = run.of_type("kubernetes:slurm.nebius.ai/v1alpha1:NodeSet")
+    assert nodesets and all(n.custom_timeouts == {} for n in nodesets)
+
+
 def test_unmet_conditions_are_an_output():
     status = {"phase": "Not available", "conditions": [{"type": "LoginAvailable", "status": "Unknown", "message": "Reconciling Slurm Login"}]}
 
