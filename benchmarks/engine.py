@@ -22,17 +22,20 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.engine import ROOT, Workspace, new_workspace  # noqa: E402
+from tests.engine import Workspace, new_workspace  # noqa: E402
 
 REPEATS = 3
 POLICY_PACK = ["--policy-pack", "policies", "--policy-pack-config", "policies/config/local.json"]
-ONE_RESOURCE_PROGRAM = """\
+ONE_RESOURCE_PROGRAM = {
+    "Pulumi.yaml": yaml.safe_dump({"name": "one-resource", "runtime": {"name": "python", "options": {"virtualenv": ".venv"}}}),
+    "__main__.py": """\
 import pulumi
 import pulumi_kubernetes as k8s
 
 provider = k8s.Provider("k8s", render_yaml_to_directory="rendered")
 k8s.core.v1.ConfigMap("one", data={"key": "value"}, opts=pulumi.ResourceOptions(provider=provider))
-"""
+""",
+}
 
 
 def median_seconds(ws: Workspace, *args: str, stack: str) -> float:
@@ -47,19 +50,6 @@ def median_seconds(ws: Workspace, *args: str, stack: str) -> float:
 def resource_count(ws: Workspace, stack: str) -> int:
     """Resources in the plan, the stack and providers included."""
     return len(ws.preview_steps(stack=stack))
-
-
-def one_resource_workspace(root: Path) -> Workspace:
-    ws = Workspace(root)
-    ws.project.mkdir(parents=True)
-    (ws.project / "Pulumi.yaml").write_text(
-        yaml.safe_dump({"name": "one-resource", "runtime": {"name": "python", "options": {"virtualenv": ".venv"}}})
-    )
-    (ws.project / "__main__.py").write_text(ONE_RESOURCE_PROGRAM)
-    (ws.project / ".venv").symlink_to(ROOT / ".venv")
-    ws.state.mkdir()
-    ws.pulumi("stack", "init", "one", "--secrets-provider", "passphrase", stack=None)
-    return ws
 
 
 def scaled_stack(ws: Workspace, name: str, submounts: int, gpu_pools: int) -> str:
@@ -81,7 +71,7 @@ def scaled_stack(ws: Workspace, name: str, submounts: int, gpu_pools: int) -> st
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        one = one_resource_workspace(Path(tmp) / "one")
+        one = new_workspace(Path(tmp) / "one", "one", program=ONE_RESOURCE_PROGRAM)
         ws = new_workspace(Path(tmp) / "platform")
         one_seconds = median_seconds(one, "preview", stack="one")
         print(f"one-resource program: resources={resource_count(one, 'one'):>4} preview_median={one_seconds:6.2f} s")

@@ -1,6 +1,7 @@
 """Program evaluation under mocks: wall time, resources registered, longest
-dependency chain, for the reference stack (prod-hanoi) and a large one
-(50 node pools, each GPU pool with a Karpenter NodePool, 20 jail submounts).
+dependency chain, for the reference stack (prod-hanoi), a large one (50 node
+pools, each GPU pool with a Karpenter NodePool, 20 jail submounts), the example
+stack of each other Slurm operator, and the large one on soperator 4.1.7.
 Prints figures; asserts nothing."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def measure(label: str, raw: dict) -> None:
     run = runs[-1]
     chain = run.longest_dependency_chain()
     print(
-        f"{label:<12} pools={len(config.node_pools):>3} submounts={len(config.storage.submounts):>3} "
+        f"{label:<16} pools={len(config.node_pools):>3} submounts={len(config.storage.submounts):>3} "
         f"resources={len(run.resources):>4} eval_median={statistics.median(seconds) * 1000:7.1f} ms "
         f"(min {min(seconds) * 1000:.1f}, max {max(seconds) * 1000:.1f}, n={REPEATS}) "
         f"longest_chain={len(chain)}: {' -> '.join(chain)}"
@@ -52,3 +53,8 @@ def measure(label: str, raw: dict) -> None:
 if __name__ == "__main__":
     measure("prod-hanoi", stack_config("prod-hanoi"))
     measure("large", large_stack())
+    # One stack per other Slurm operator, and the large one on soperator 4.1.7 (a NodeSet per GPU pool).
+    for stack in ("staging-hanoi", "staging-hangzhou", "prod-hcm"):
+        measure(stack, stack_config(stack))
+    large = large_stack()
+    measure("large-4.1.7", {**large, "operators": {**large["operators"], "soperator": {"version": "4.1.7"}}})

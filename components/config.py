@@ -12,63 +12,55 @@ and turns pydantic's errors into messages that name the config key path
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, Literal, Optional
+from urllib.parse import urlparse
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+import pulumi
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+
+from policies import kube_rules
 
 PROJECT = "slurm-platform"
 
 # ---------------------------------------------------------------------------
-# Scalar types with the rules Kubernetes applies to them.
-
-_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
-_BINARY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL_SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CIDR = re.compile(r"^([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$|^[0-9a-fA-F:]+/[0-9]{1,3}$")
+# Scalar types with the rules Kubernetes applies to them (policies/kube_rules.py,
+# shared with the policy pack).
 
 
-def quantity_value(quantity: str) -> float:
-    """A Kubernetes resource quantity ("100Gi", "1500m", "8") as a plain number."""
-    match = _QUANTITY.match(str(quantity))
-    if not match:
-        raise ValueError(f"not a Kubernetes quantity: {quantity!r}")
-    number, suffix = float(match.group(1)), match.group(3) or ""
-    return number * _BINARY_SUFFIX.get(suffix, _DECIMAL_SUFFIX.get(suffix, 1))
+def quantity_value(quantity: Any) -> Decimal:
+    """A Kubernetes resource quantity ("100Gi", "1500m", "8", 8) as a number."""
+    return kube_rules.parse_quantity(quantity)
 
 
-def _check_quantity(value: str) -> str:
-    if not _QUANTITY.match(value):
-        raise ValueError("must be a Kubernetes quantity such as 100Gi, 1500m or 8")
+def _rule(check: Callable[[str], list[str]]) -> AfterValidator:
+    def validate(value: str) -> str:
+        errors = check(value)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return value
+
+    return AfterValidator(validate)
+
+
+def _number_as_text(value: Any) -> Any:
+    # A bare YAML number (`cpu: 8`) is a quantity, as the API server takes it; `true` is not.
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _check_positive_quantity(value: str) -> str:
+    try:
+        amount = kube_rules.parse_quantity(value)
+    except ValueError:
+        raise ValueError("must be a Kubernetes quantity such as 100Gi, 1500m or 8") from None
+    if amount <= 0:
+        raise ValueError("must be greater than zero")
     return value
-
-
-def _check_dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise ValueError("must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters")
-    return value
-
-
-def _check_cidr(value: str) -> str:
-    if not _CIDR.match(value):
-        raise ValueError("must be a CIDR block such as 203.0.113.0/24")
-    return value
-
-
-def _require_unique(values: list[str], what: str) -> None:
-    duplicates = sorted({v for v in values if values.count(v) > 1})
-    if duplicates:
-        raise ValueError(f"{what} must be unique; repeated: {', '.join(duplicates)}")
 
 
 def _check_jail_size(value: str) -> str:
@@ -77,11 +69,209 @@ def _check_jail_size(value: str) -> str:
     return value
 
 
+def _check_cidr(value: str) -> str:
+    try:
+        kube_rules.parse_cidr(value)
+    except ValueError:
+        raise ValueError("must be a CIDR block such as 203.0.113.0/24 or 2001:db8::/48") from None
+    return value
+
+
+def _check_ip(value: str) -> str:
+    try:
+        kube_rules.parse_ip(value)
+    except ValueError:
+        raise ValueError("must be an IPv4 or IPv6 address such as 203.0.113.7 (not a hostname)") from None
+    return value
+
+
+def _check_host(value: str) -> str:
+    """A server address: an IP, or a DNS name (RFC 1123 subdomain)."""
+    try:
+        kube_rules.parse_ip(value)
+        return value
+    except ValueError:
+        pass
+    if kube_rules.is_dns1123_subdomain(value.lower()):
+        raise ValueError("must be an IP address or a DNS name such as nfs.example.internal")
+    return value
+
+
+def _check_absolute_path(value: str) -> str:
+    if not value.startswith("/") or not value.isprintable():
+        raise ValueError("must be an absolute path such as /export/slurm (printable characters only)")
+    return value
+
+
+def _check_exact_version(value: str) -> str:
+    if not kube_rules.is_exact_version(value):
+        raise ValueError("must be an exact chart version such as 1.2.3 (not latest, empty or a range like ^1.2 or 1.x)")
+    return value
+
+
+def _leading_v(required: bool) -> AfterValidator:
+    def check(value: str) -> str:
+        if value.startswith("v") != required:
+            raise ValueError(
+                "this chart's versions start with v (e.g. v1.2.3)" if required else "this chart's versions have no leading v (e.g. 1.2.3)"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _check_chart_repository(value: str) -> str:
+    url = urlparse(value)
+    if url.scheme in ("http", "https", "oci") and url.netloc and value.strip() == value:
+        return value
+    if not url.scheme and value.startswith(("/", "./", "../")):
+        return value
+    raise ValueError("must be a Helm repository URL (https://...), an OCI prefix (oci://registry/path) or a local directory (/... or ./...)")
+
+
+def _check_image_repository_path(value: str) -> str:
+    errors = kube_rules.image_repository_errors(value)
+    if errors:
+        raise ValueError(errors[0])
+    if "/" not in value:
+        raise ValueError("must be <registry or organisation>/<image>, e.g. ghcr.io/mellanox/k8s-rdma-shared-dev-plugin")
+    return value
+
+
+def _check_tag(value: str) -> str:
+    if not re.fullmatch(kube_rules.TAG, value):
+        raise ValueError("must be an image tag: letters, digits, '_', '.' or '-', at most 128 characters, not starting with '.' or '-'")
+    return value
+
+
+def _check_interface_name(value: str) -> str:
+    # Linux IFNAMSIZ: at most 15 bytes, no '/', no whitespace.
+    if not re.fullmatch(r"[^\s/:]{1,15}", value) or not value.isascii():
+        raise ValueError("must be a network interface name such as ibs1 (at most 15 characters, no '/' or spaces)")
+    return value
+
+
+def _check_mount_path(value: str) -> str:
+    _check_absolute_path(value)
+    path = posixpath.normpath(value)
+    path = "/" + path.lstrip("/")  # normpath keeps a leading '//'
+    if path == "/":
+        raise ValueError("must not be / (it would hide the whole jail)")
+    for system in SYSTEM_DIRECTORIES:
+        if path == system or path.startswith(system + "/"):
+            raise ValueError(f"must not be or lie under the system directory {system}")
+    return path
+
+
+# The five fields of a Kubernetes CronJob schedule: (lowest, highest, names).
+_CRON_FIELDS = (
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def _cron_field_ok(text: str, lowest: int, highest: int, names: tuple[str, ...]) -> bool:
+    for part in text.split(","):
+        match = re.fullmatch(r"(\*|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?", part)
+        if not match or (match.group(2) is not None and int(match.group(2)) == 0):
+            return False
+        if match.group(1) == "*":
+            continue
+        for bound in match.group(1).split("-"):
+            number = names.index(bound.lower()) + lowest if bound.lower() in names else (int(bound) if bound.isdigit() else None)
+            if number is None or not lowest <= number <= highest:
+                return False
+    return True
+
+
+def _check_cron(value: str) -> str:
+    fields = value.split()
+    if value.strip() in _CRON_MACROS:
+        return value
+    if len(fields) != 5 or not all(_cron_field_ok(f, *rule) for f, rule in zip(fields, _CRON_FIELDS, strict=True)):
+        raise ValueError("must be a cron schedule: minute hour day-of-month month day-of-week (e.g. '0 */3 * * *') or @hourly, @daily, ...")
+    return value
+
+
+def _check_rdma_resource_name(value: str) -> str:
+    errors = kube_rules.is_qualified_name(f"rdma/{value}")
+    if errors:
+        raise ValueError(f"rdma/{value} must be an extended resource name: " + "; ".join(errors))
+    return value
+
+
+def _check_public_key(value: str) -> str:
+    if not re.fullmatch(r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp[0-9]+|sk-[!-~]+) [A-Za-z0-9+/]+={0,2}( [ -~]*)?", value):
+        raise ValueError("must be one OpenSSH public key line, e.g. ssh-ed25519 AAAA... user@host")
+    return value
+
+
 MIN_JAIL_SIZE = "40Gi"
-Quantity = Annotated[str, AfterValidator(_check_quantity)]
-JailSize = Annotated[str, AfterValidator(_check_quantity), AfterValidator(_check_jail_size)]
-DnsLabel = Annotated[str, AfterValidator(_check_dns_label)]
+# soperator and this program name Services <cluster>-login-svc and <cluster>-login-ssh:
+# DNS-1035 labels, so the cluster name leaves room for the longest suffix.
+DERIVED_SERVICE_SUFFIXES = ("-login-svc", "-login-ssh")
+CLUSTER_NAME_MAX = kube_rules.DNS1035_LABEL_MAX - max(map(len, DERIVED_SERVICE_SUFFIXES))
+# Volume source names soperator's SlurmCluster already uses for its own volumes.
+RESERVED_VOLUME_NAMES = ("jail", "controller-spool")
+# Mounting a shared volume over these would break or hijack the jail's OS.
+SYSTEM_DIRECTORIES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var/lib",
+    "/var/log",
+    "/var/run",
+    "/var/spool",
+)
+
+
+def _check_cluster_name(value: str) -> str:
+    errors = kube_rules.is_dns1035_label(value)
+    if len(value) > CLUSTER_NAME_MAX:
+        errors.append(
+            f"must be at most {CLUSTER_NAME_MAX} characters so that Services "
+            f"{' and '.join('<name>' + s for s in DERIVED_SERVICE_SUFFIXES)} stay within {kube_rules.DNS1035_LABEL_MAX}"
+        )
+    if errors:
+        raise ValueError("; ".join(errors))
+    return value
+
+
+Quantity = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_check_positive_quantity)]
+JailSize = Annotated[Quantity, AfterValidator(_check_jail_size)]
+DnsLabel = Annotated[str, _rule(kube_rules.is_dns1123_label)]
+DnsSubdomain = Annotated[str, _rule(kube_rules.is_dns1123_subdomain)]
+ClusterName = Annotated[str, AfterValidator(_check_cluster_name)]
+QualifiedName = Annotated[str, _rule(kube_rules.is_qualified_name)]
+LabelValue = Annotated[str, _rule(kube_rules.is_valid_label_value)]
+DataKey = Annotated[str, _rule(kube_rules.is_config_map_key)]
 Cidr = Annotated[str, AfterValidator(_check_cidr)]
+IpAddress = Annotated[str, AfterValidator(_check_ip)]
+Host = Annotated[str, AfterValidator(_check_host)]
+AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+MountPath = Annotated[str, AfterValidator(_check_mount_path)]
+ExactVersion = Annotated[str, AfterValidator(_check_exact_version)]
+ChartRepository = Annotated[str, AfterValidator(_check_chart_repository)]
+ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors)]
+ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors)]
+ImageTag = Annotated[str, AfterValidator(_check_tag)]
+InterfaceName = Annotated[str, AfterValidator(_check_interface_name)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -96,7 +286,11 @@ class Model(BaseModel):
 
 
 class ClusterConfig(Model):
-    name: DnsLabel = Field("fpt-hpc", description="SlurmCluster name (Slurm's ClusterName; do not change after creation).")
+    name: ClusterName = Field(
+        "fpt-hpc",
+        description="SlurmCluster name (Slurm's ClusterName; do not change after creation): a DNS-1035 label of at most "
+        f"{CLUSTER_NAME_MAX} characters (room for the -login-svc / -login-ssh Services).",
+    )
     namespace: DnsLabel = Field("fpt-hpc", description="Namespace for the Slurm cluster, its volumes, secrets and LDAP.")
     create_namespace: bool = Field(True, description="Declare the namespace; false when it already exists.")
 
@@ -113,8 +307,8 @@ class KubernetesConfig(Model):
 
 
 class Taint(Model):
-    key: str
-    value: Optional[str] = None
+    key: QualifiedName = Field(..., description="Taint key: a qualified name such as nvidia.com/gpu.")
+    value: Optional[LabelValue] = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
@@ -124,31 +318,43 @@ CapacityType = Literal["on-demand", "spot", "reserved"]
 class KarpenterConfig(Model):
     """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
 
-    node_class_group: str = Field("karpenter.k8s.aws", description="nodeClassRef.group")
-    node_class_kind: str = Field("EC2NodeClass", description="nodeClassRef.kind")
-    node_class_name: str = Field("default", description="nodeClassRef.name")
-    instance_types: list[str] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
+    node_class_group: DnsSubdomain = Field("karpenter.k8s.aws", description="nodeClassRef.group")
+    node_class_kind: str = Field("EC2NodeClass", pattern=r"^[A-Z][A-Za-z0-9]*$", description="nodeClassRef.kind")
+    node_class_name: DnsSubdomain = Field("default", description="nodeClassRef.name")
+    instance_types: list[LabelValue] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
     capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
 
 
 class NodePoolConfig(Model):
     name: DnsLabel
-    selector: dict[str, str] = Field(..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}.")
-    gpu_product: Optional[str] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    selector: dict[QualifiedName, LabelValue] = Field(
+        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
+    )
+    gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
     cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
     memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
     node_count: int = Field(..., ge=0, description="Nodes in the pool (capacity used by policies).")
     rdma: bool = Field(False, description="Nodes have RDMA/InfiniBand NICs (enables the NicClusterPolicy).")
     taints: list[Taint] = Field(default_factory=list, description="Taints the pool's nodes carry.")
-    label_existing_nodes: list[str] = Field(
+    label_existing_nodes: list[DnsSubdomain] = Field(
         default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
     )
     karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+    slurm_workers: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Slurm workers on this GPU pool (soperator 4.x NodeSet, ACK worker group or Slinky NodeSet replicas); "
+        "default: nodeCount. soperator 1.14.10 has one worker group: slurm.worker.size.",
+    )
 
     @property
     def has_gpu(self) -> bool:
         return self.gpus_per_node > 0
+
+    @property
+    def worker_replicas(self) -> int:
+        return self.node_count if self.slurm_workers is None else self.slurm_workers
 
 
 def _default_pools() -> list[NodePoolConfig]:
@@ -178,19 +384,19 @@ NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
 class ChartConfig(Model):
     install: bool = Field(True, description="Declare the Helm release; false when the cloud portal already installed it.")
     namespace: DnsLabel
-    version: str = Field(..., min_length=1, description="Chart version, pinned.")
-    repository: str = Field(
-        ..., min_length=1, description="Helm repo URL, OCI prefix (oci://...), or a local directory holding the chart (mirrors, tests)."
+    version: ExactVersion = Field(..., description="Chart version, pinned exactly (no latest, no ranges).")
+    repository: ChartRepository = Field(
+        ..., description="Helm repo URL, OCI prefix (oci://...), or a local directory holding the chart (mirrors, tests)."
     )
     values: dict[str, Any] = Field(default_factory=dict, description="Extra Helm values merged over ours.")
 
 
 class GpuOperatorConfig(ChartConfig):
     namespace: DnsLabel = "gpu-operator"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$", description="Chart version with a leading v.")] = "v24.9.2"
-    repository: str = NVIDIA_HELM_REPO
+    version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v24.9.2"
+    repository: ChartRepository = NVIDIA_HELM_REPO
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
-    driver_version: Optional[str] = Field(None, description="Driver version; the chart's default when unset.")
+    driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
     toolkit_enabled: bool = True
     device_plugin_enabled: bool = True
     dcgm_exporter_enabled: bool = True
@@ -200,29 +406,39 @@ class GpuOperatorConfig(ChartConfig):
 
 class NetworkOperatorConfig(ChartConfig):
     namespace: DnsLabel = "nvidia-network-operator"
-    version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$", description="Chart version without a leading v.")] = "24.10.1"
-    repository: str = NVIDIA_HELM_REPO
+    version: Annotated[ExactVersion, _leading_v(False), Field(description="Chart version without a leading v.")] = "24.10.1"
+    repository: ChartRepository = NVIDIA_HELM_REPO
     node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
-    rdma_shared_device_plugin_image: str = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin"
-    rdma_shared_device_plugin_version: str = "v1.5.2"
-    rdma_resource_name: str = Field("rdma_shared_device_a", description="Resource exposed as rdma/<name>.")
+    rdma_shared_device_plugin_image: Annotated[str, AfterValidator(_check_image_repository_path)] = Field(
+        "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin",
+        description="<registry>/<repository>/<image> without a tag (the tag is rdmaSharedDevicePluginVersion).",
+    )
+    rdma_shared_device_plugin_version: ImageTag = "v1.5.2"
+    rdma_resource_name: Annotated[str, AfterValidator(_check_rdma_resource_name)] = Field(
+        "rdma_shared_device_a", description="Resource exposed as rdma/<name>."
+    )
     rdma_hca_max: int = Field(63, ge=1)
-    rdma_if_names: list[str] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
-    doca_driver_version: Optional[str] = Field(
+    rdma_if_names: list[InterfaceName] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
+    doca_driver_version: Optional[ImageTag] = Field(
         None, description="Deploy NVIDIA's DOCA/OFED driver container at this version (e.g. 24.10-0.7.0.0-0); unset: host MOFED."
     )
 
 
 class SoperatorConfig(ChartConfig):
     namespace: DnsLabel = "soperator-system"
-    version: Literal["1.14.10"] = Field("1.14.10", description="soperator release; the SlurmCluster shape follows it.")
-    repository: str = "oci://cr.eu-north1.nebius.cloud/soperator"
+    version: Literal["1.14.10", "4.1.7"] = Field(
+        "1.14.10",
+        description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
+    )
+    repository: ChartRepository = "oci://cr.eu-north1.nebius.cloud/soperator"
 
 
 class MariadbOperatorConfig(ChartConfig):
     namespace: DnsLabel = "mariadb-operator"
-    version: str = Field("0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against.")
-    repository: str = Field(
+    version: Annotated[ExactVersion, _leading_v(False)] = Field(
+        "0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against."
+    )
+    repository: ChartRepository = Field(
         "https://helm.mariadb.com/mariadb-operator",
         description="Helm repo URL, OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later) or local directory.",
     )
@@ -234,12 +450,39 @@ class MariadbOperatorConfig(ChartConfig):
 class CertManagerConfig(ChartConfig):
     install: bool = Field(
         False,
-        description="No operator here needs it (soperator 1.14.10 registers no webhooks; mariadb-operator uses its own "
-        "cert controller); install it for your own Certificates, e.g. LDAP TLS.",
+        description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
+        "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
     )
     namespace: DnsLabel = "cert-manager"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v1.16.2"
-    repository: str = "https://charts.jetstack.io"
+    version: Annotated[ExactVersion, _leading_v(True)] = "v1.16.2"
+    repository: ChartRepository = "https://charts.jetstack.io"
+
+
+class AckSlurmOperatorConfig(ChartConfig):
+    """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
+
+    install: bool = Field(False, description="Declare the Helm release; the default false matches the guide (ACK marketplace).")
+    namespace: DnsLabel = "ack-slurm-operator"
+    version: str = Field("", description="Chart version (required with install: true).")
+    repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
+    api_generation: Literal["2024-06", "2024-12"] = Field(
+        "2024-12",
+        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 (spec.slurmctld, slurmdbd, slurmrestd).",
+    )
+
+    @model_validator(mode="after")
+    def _chart_named_when_installed(self) -> AckSlurmOperatorConfig:
+        if self.install and not (self.version and self.repository):
+            raise ValueError("install: true needs version and repository (the chart is not published in a public repo)")
+        return self
+
+
+class SlinkyOperatorConfig(ChartConfig):
+    """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
+
+    namespace: DnsLabel = "slinky"
+    version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
+    repository: str = "oci://ghcr.io/slinkyproject/charts"
 
 
 class OperatorsConfig(Model):
@@ -248,6 +491,8 @@ class OperatorsConfig(Model):
     soperator: SoperatorConfig = SoperatorConfig()
     mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
     cert_manager: CertManagerConfig = CertManagerConfig()
+    ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
+    slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -255,13 +500,17 @@ class OperatorsConfig(Model):
 
 
 class NfsServer(Model):
-    server: str = Field(..., min_length=1, description="NFS server address.")
-    share: str = Field(..., pattern=r"^/", description="Exported path.")
+    server: Host = Field(..., description="NFS server address: an IP or a DNS name.")
+    share: AbsolutePath = Field(..., description="Exported path.")
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
 class AlibabaNas(Model):
-    server: str = Field(..., min_length=1, description="NAS mount target, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share")
+    server: str = Field(
+        ...,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/\S*$",
+        description="NAS mount target and path, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share",
+    )
     volume_as: Literal["subpath", "filesystem"] = "subpath"
     mount_options: list[str] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
 
@@ -270,24 +519,16 @@ class StorageClassConfig(Model):
     """The read-write-many class: an existing one by name, or one we declare."""
 
     kind: Literal["existing", "nfs", "alibabaNas"] = Field("existing", description="existing | nfs | alibabaNas")
-    name: DnsLabel = Field("default", description="StorageClass name (FPT: default or xplat-nfs).")
+    name: DnsSubdomain = Field("default", description="StorageClass name (FPT: default or xplat-nfs).")
     nfs: Optional[NfsServer] = None
     alibaba_nas: Optional[AlibabaNas] = None
-
-    @model_validator(mode="after")
-    def _backend_present(self) -> StorageClassConfig:
-        if self.kind == "nfs" and self.nfs is None:
-            raise ValueError("kind 'nfs' needs the nfs block (server, share)")
-        if self.kind == "alibabaNas" and self.alibaba_nas is None:
-            raise ValueError("kind 'alibabaNas' needs the alibabaNas block (server)")
-        return self
 
 
 class StaticNfsVolume(Model):
     """A pre-existing NFS export bound to the claim through a static PersistentVolume."""
 
-    server: str = Field(..., min_length=1)
-    path: str = Field(..., pattern=r"^/")
+    server: Host
+    path: AbsolutePath
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
@@ -313,7 +554,7 @@ class SpoolConfig(Model):
 class SubmountConfig(Model):
     name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
     mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
-    mount_path: str = Field(..., pattern=r"^/", description="Same path on login and worker nodes.")
+    mount_path: MountPath = Field(..., description="Same path on login and worker nodes (normalised; not / and not under a system directory).")
     size: Quantity = "100Gi"
     static_nfs: Optional[StaticNfsVolume] = None
     adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
@@ -322,18 +563,16 @@ class SubmountConfig(Model):
     def claim_name(self) -> str:
         return f"jail-submount-{self.name}-pvc"
 
+    @property
+    def effective_mount_name(self) -> str:
+        return self.mount_name or self.name
+
 
 class StorageConfig(Model):
     storage_class: StorageClassConfig = StorageClassConfig()
     jail: JailConfig = JailConfig()
     controller_spool: SpoolConfig = SpoolConfig()
     submounts: list[SubmountConfig] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _unique_submounts(self) -> StorageConfig:
-        _require_unique([s.name for s in self.submounts], "submount names")
-        _require_unique([s.mount_path for s in self.submounts], "submount mountPaths")
-        return self
 
 
 # ---------------------------------------------------------------------------
@@ -342,29 +581,29 @@ class StorageConfig(Model):
 
 class LdapTls(Model):
     enabled: bool = False
-    secret_name: Optional[DnsLabel] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
-
-    @model_validator(mode="after")
-    def _secret_when_enabled(self) -> LdapTls:
-        if self.enabled and not self.secret_name:
-            raise ValueError("tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with ca.crt)")
-        return self
+    secret_name: Optional[DnsSubdomain] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
 
 
 class LdapConfig(Model):
     enabled: bool = True
-    image: str = Field(
+    image: ImageReference = Field(
         "docker.io/bitnamilegacy/openldap:2.6.10",
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
-    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[^,]+(,(dc|o|ou)=[^,]+)*$")
-    organisation: str = Field("Example Org", min_length=1)
+    # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
+    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$")
+    organisation: str = Field("Example Org", pattern=r"^[^\x00-\x1f\x7f:,=]+$")
     admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
     storage_size: Quantity = "8Gi"
-    storage_class_name: Optional[str] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
+    storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
     tls: LdapTls = LdapTls()
     php_ldap_admin: bool = Field(False, description="Deploy phpLDAPadmin (ClusterIP only).")
-    php_ldap_admin_image: str = "docker.io/osixia/phpldapadmin:0.9.0"
+    php_ldap_admin_image: ImageReference = "docker.io/osixia/phpldapadmin:0.9.0"
+    readonly_username: str = Field(
+        "slurm-readonly",
+        pattern=r"^[a-z][a-z0-9-]*$",
+        description="Read-only service account sssd and nslcd bind with (cn=<name>,ou=services,<baseDn>).",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -379,7 +618,7 @@ class PodResources(Model):
 
 class WorkerResources(PodResources):
     gpu: int = Field(8, ge=0)
-    rdma: int = Field(1, ge=0)
+    rdma: Optional[int] = Field(None, ge=0, description="RDMA devices per worker; unset: 1 when a GPU pool has RDMA, else 0.")
 
 
 def _res(cpu: str, memory: str, ephemeral: str) -> PodResources:
@@ -387,9 +626,13 @@ def _res(cpu: str, memory: str, ephemeral: str) -> PodResources:
 
 
 class ImagesConfig(Model):
-    registry: str = Field("cr.eu-north1.nebius.cloud/soperator", description="soperator image registry.")
-    tag: str = Field("1.14.10-jammy-slurm24.05.2", description="Image tag shared by soperator's Slurm images.")
-    mariadb: str = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
+    registry: ImageRepository = Field("cr.eu-north1.nebius.cloud/soperator", description="soperator image registry.")
+    tag: Optional[ImageTag] = Field(
+        None,
+        description="Image tag shared by soperator's Slurm images; default: the release's own "
+        "(1.14.10-jammy-slurm24.05.2 for 1.14.10, 4.1.7-slurm25.11.3 for 4.1.7).",
+    )
+    mariadb: ImageReference = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
 
 
 class ControllerConfig(Model):
@@ -401,9 +644,9 @@ class ControllerConfig(Model):
 class WorkerConfig(Model):
     size: int = Field(8, ge=0, description="Worker count; workers are worker-[0..size-1].")
     cgroup_version: Literal["v1", "v2"] = "v2"
-    slurmd: WorkerResources = WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8, rdma=1)
+    slurmd: WorkerResources = WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8)
     munge: PodResources = _res("2000m", "4Gi", "5Gi")
-    spool_storage_class_name: str = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")
+    spool_storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")
     spool_size: Quantity = "120Gi"
     shared_memory_size: Quantity = "64Gi"
 
@@ -412,53 +655,44 @@ class LoginConfig(Model):
     size: int = Field(2, ge=1)
     service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
     node_port: int = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort (30000-32767).")
-    load_balancer_ip: str = Field("", description="sshdServiceLoadBalancerIP (empty: assigned by the cloud).")
+    load_balancer_ip: Annotated[Optional[IpAddress], BeforeValidator(lambda v: v or None)] = Field(
+        None, description="sshdServiceLoadBalancerIP, with serviceType LoadBalancer only (unset: assigned by the cloud)."
+    )
     ssh_address: Optional[str] = Field(
         None,
         min_length=1,
         description="Host for sshCommand with a NodePort login (a node's address or a DNS name for the nodes); "
         "a LoadBalancer's address is read from the live Service.",
     )
-    service_annotations: dict[str, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
+    service_annotations: dict[QualifiedName, str] = Field(default_factory=dict, description="sshdServiceAnnotations (e.g. a private-LB one).")
     allowed_source_ranges: list[Cidr] = Field(
         default_factory=list,
         description="CIDRs allowed to reach SSH: declares our own LoadBalancer Service with loadBalancerSourceRanges.",
     )
-    ssh_root_public_keys: list[str] = Field(default_factory=list, description="Root's authorized keys.")
+    ssh_root_public_keys: list[Annotated[str, AfterValidator(_check_public_key)]] = Field(
+        default_factory=list, description="Root's authorized keys (OpenSSH public key lines)."
+    )
     sshd: PodResources = _res("3000m", "9Gi", "30Gi")
     munge: PodResources = _res("500m", "500Mi", "5Gi")
 
-    @model_validator(mode="after")
-    def _keys_look_like_keys(self) -> LoginConfig:
-        for key in self.ssh_root_public_keys:
-            if not re.match(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-\S+) [A-Za-z0-9+/=]+( .*)?$", key):
-                raise ValueError(f"sshRootPublicKeys entry {key[:40]!r} is not an OpenSSH public key line")
-        return self
-
 
 class ExternalDbConfig(Model):
-    host: str = Field(..., min_length=1)
+    host: Host
     port: Port = 3306
-    user: str = Field("slurm", min_length=1)
-    password_secret_name: DnsLabel = Field(..., description="Existing Secret holding the database password.")
-    password_secret_key: str = "password"
+    user: str = Field("slurm", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
+    password_secret_name: DnsSubdomain = Field(..., description="Existing Secret holding the database password.")
+    password_secret_key: DataKey = "password"
 
 
 class AccountingConfig(Model):
     enabled: bool = True
     database: Literal["mariadbOperator", "external"] = "mariadbOperator"
     external: Optional[ExternalDbConfig] = None
-    storage_class_name: str = Field("xplat-nfs", description="Class of the MariaDB data volume.")
+    storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of the MariaDB data volume.")
     storage_size: Quantity = "10Gi"
     mariadb: PodResources = _res("1000m", "1Gi", "5Gi")
     slurmdbd: PodResources = _res("1000m", "3Gi", "5Gi")
     munge: PodResources = _res("1000m", "1Gi", "5Gi")
-
-    @model_validator(mode="after")
-    def _external_block(self) -> AccountingConfig:
-        if self.enabled and self.database == "external" and self.external is None:
-            raise ValueError("database 'external' needs the external block (host, passwordSecretName)")
-        return self
 
 
 class ExporterConfig(Model):
@@ -469,7 +703,9 @@ class ExporterConfig(Model):
 
 class NcclBenchmarkConfig(Model):
     enabled: bool = True
-    schedule: str = Field("0 */3 * * *", pattern=r"^(\S+\s+){4}\S+$", description="Cron schedule.")
+    schedule: Annotated[str, AfterValidator(_check_cron)] = Field(
+        "0 */3 * * *", description="Cron schedule of the benchmark CronJob (5 fields, or @hourly/@daily/...)."
+    )
     drain_on_failure: bool = Field(True, description="Drain a Slurm node whose NCCL benchmark fails.")
     min_bandwidth_gbps: str = Field(
         "400", pattern=r"^[0-9]+(\.[0-9]+)?$", description="thresholdMoreThan: minimum NCCL all-reduce bus bandwidth (GB/s)."
@@ -494,6 +730,72 @@ class ReadinessConfig(Model):
     )
 
 
+# ---------------------------------------------------------------------------
+# Per-operator Slurm settings (the operator-neutral ones above are shared)
+
+
+class HomeNasConfig(Model):
+    """The guide's shared /home: an existing NAS file system bound through a static PersistentVolume."""
+
+    server: str = Field(..., min_length=1, description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+    path: str = Field("/", pattern=r"^/", description="Directory on the NAS.")
+    size: Quantity = "1Ti"
+    claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
+    nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
+
+
+class AckAutoscalingConfig(Model):
+    """Slurm power saving with CLOUD nodes: slurmctld-copilot resumes/suspends workers by patching the CR."""
+
+    enabled: bool = False
+    max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
+    suspend_time: int = Field(600, ge=1, description="SuspendTime: idle seconds before a worker is suspended.")
+    suspend_timeout: int = Field(600, ge=1)
+    resume_timeout: int = Field(600, ge=1)
+    resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
+    suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
+    suspend_program: str = Field("/slurm-suspend.sh", pattern=r"^/", description="As the guide's image ships it.")
+    resume_program: str = Field("/slurm-resume.sh", pattern=r"^/")
+
+
+class AckClusterConfig(Model):
+    """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
+
+    image: str = Field(..., min_length=1, description="Slurm image for head and workers (the guide's, or your own build).")
+    slurm_conf_path: str = Field("/var/slurm", pattern=r"^/", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
+    munge_key_dir: str = Field("/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
+    slurmctld_host: Optional[str] = Field(None, description="SlurmctldHost in slurm.conf; default <cluster>-head.")
+    home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
+    slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
+        None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
+    )
+    autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
+    extra_slurm_conf: list[str] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim.")
+
+
+class SlinkyClusterConfig(Model):
+    registry: str = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
+    tag: str = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
+    controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
+    controller_storage_class_name: Optional[str] = Field(None, description="Class of that volume; cluster default when unset.")
+    rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
+    rest_api_replicas: int = Field(1, ge=1)
+    rest_api_resources: PodResources = _res("500m", "1Gi", "1Gi")
+
+
+class PartitionConfig(Model):
+    """A Slurm partition over GPU pools (soperator 4.x, ACK and Slinky; soperator 1.14.10 has one implicit partition)."""
+
+    name: DnsLabel
+    pools: list[DnsLabel] = Field(default_factory=list, description="GPU pool names; empty: every GPU pool.")
+    default: bool = Field(False, description="The partition jobs go to when they name none.")
+    config: str = Field("MaxTime=INFINITE State=UP", pattern=r"^[^\n]*$", description="Further PartitionName options.")
+
+
+def _default_partitions() -> list[PartitionConfig]:
+    return [PartitionConfig(name="main", default=True)]
+
+
 class SlurmConfig(Model):
     images: ImagesConfig = ImagesConfig()
     controller: ControllerConfig = ControllerConfig()
@@ -510,14 +812,27 @@ class SlurmConfig(Model):
         "Pulumi owns the object but not the key until this is turned off (which writes a new key).",
     )
     readiness: ReadinessConfig = ReadinessConfig()
+    partitions: list[PartitionConfig] = Field(
+        default_factory=_default_partitions, min_length=1, description="Slurm partitions (default: `main` over every GPU pool)."
+    )
+    ack: Optional[AckClusterConfig] = Field(None, description="ack-slurm-operator settings (required with slurmOperator: ack).")
+    slinky: SlinkyClusterConfig = SlinkyClusterConfig()
 
 
 # ---------------------------------------------------------------------------
 # The whole stack
 
 
+SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
+
+
 class PlatformConfig(Model):
     environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
+    slurm_operator: SlurmOperatorKind = Field(
+        "soperator",
+        description="The Slurm operator: soperator (version: operators.soperator.version), ack (Alibaba ack-slurm-operator, "
+        "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
+    )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -536,8 +851,15 @@ class PlatformConfig(Model):
         return any(pool.rdma for pool in self.gpu_pools)
 
     @property
+    def uses_jail(self) -> bool:
+        """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
+        return self.slurm_operator == "soperator"
+
+    @property
     def jail_is_static(self) -> bool:
         return self.storage.jail.static_nfs is not None
+
+    _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @property
     def render_only(self) -> bool:
@@ -556,62 +878,324 @@ class PlatformConfig(Model):
             adopted.append("slurm.adoptMungeSecret")
         return adopted
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> PlatformConfig:
-        _require_unique([pool.name for pool in self.node_pools], "nodePools names")
-        if not self.gpu_pools:
-            raise ValueError("nodePools: at least one pool needs gpusPerNode > 0 to host Slurm workers")
-        ops = self.operators
-        if (
-            ops.gpu_operator.install
-            and ops.network_operator.install
-            and ops.gpu_operator.node_feature_discovery
-            and ops.network_operator.node_feature_discovery
-        ):
-            raise ValueError(
-                "operators: gpuOperator.nodeFeatureDiscovery and networkOperator.nodeFeatureDiscovery are both true; "
-                "only one Node Feature Discovery may run in the cluster"
-            )
-        populate = self.slurm.populate_jail
-        if populate.overwrite and self.jail_is_static and not populate.wipe_existing_jail_intended:
-            raise ValueError(
-                "slurm.populateJail.overwrite is true while storage.jail.staticNfs binds an existing jail: "
-                "the populate job would erase it; set slurm.populateJail.wipeExistingJailIntended: true if that is intended"
-            )
-        worker_gpus = self.slurm.worker.slurmd.gpu
-        if worker_gpus > max(pool.gpus_per_node for pool in self.gpu_pools):
-            raise ValueError(
-                f"slurm.worker.slurmd.gpu is {worker_gpus}, more than any GPU pool has per node "
-                f"({max(pool.gpus_per_node for pool in self.gpu_pools)})"
-            )
-        if (
-            self.environment == "prod"
-            and self.slurm.login.service_type == "LoadBalancer"
-            and not (self.slurm.login.allowed_source_ranges or self.slurm.login.service_annotations)
-        ):
-            raise ValueError("slurm.login: a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry")
-        self._check_adoption()
-        return self
+    @property
+    def worker_rdma(self) -> int:
+        """RDMA devices each worker asks for: explicit, else 1 exactly when a GPU pool has RDMA."""
+        rdma = self.slurm.worker.slurmd.rdma
+        return (1 if self.has_rdma else 0) if rdma is None else rdma
 
-    def _check_adoption(self) -> None:
-        adopted = self.adopted_objects
-        if not adopted:
-            return
-        if self.render_only:
-            raise ValueError(
-                f"{', '.join(adopted)}: adoption imports live objects, but kubernetes.renderYamlToDirectory "
-                "makes this a render-only stack with no cluster to import from"
+    @property
+    def secret_keys(self) -> frozenset[str]:
+        """Top-level keys set with `pulumi config set --secret` (everything under them is secret)."""
+        return self._secret_keys
+
+    def secret_if(self, key: str, value: Any) -> Any:
+        """`value` as a Pulumi secret when it was built from secret config key `key`."""
+        return pulumi.Output.secret(value) if key in self._secret_keys else value
+
+
+# ---------------------------------------------------------------------------
+# Rules across fields, each reported at the exact key path it is about.
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: tuple[Any, ...]  # camelCase keys and list indices
+    message: str
+    value: Any = None
+
+
+def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
+    yield from _node_pool_problems(config)
+    yield from _operator_problems(config)
+    yield from _slurm_operator_problems(config)
+    yield from _storage_problems(config)
+    yield from _scheduling_problems(config)
+    yield from _system_pod_problems(config)
+    yield from _adoption_problems(config)
+    yield from _login_problems(config)
+    ldap = config.ldap
+    if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
+        yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
+    accounting = config.slurm.accounting
+    if accounting.enabled and accounting.database == "external" and accounting.external is None:
+        yield Problem(("slurm", "accounting", "external"), "required when database is 'external' (host, passwordSecretName)")
+    populate = config.slurm.populate_jail
+    if populate.overwrite and config.jail_is_static and not populate.wipe_existing_jail_intended:
+        yield Problem(
+            ("slurm", "populateJail", "overwrite"),
+            "is true while storage.jail.staticNfs binds an existing jail: the populate job would erase it; "
+            "set slurm.populateJail.wipeExistingJailIntended: true if that is intended",
+            True,
+        )
+
+
+def _adoption_problems(config: PlatformConfig) -> Iterator[Problem]:
+    adopted = config.adopted_objects
+    if not adopted:
+        return
+    first = tuple(int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", adopted[0]))
+    if config.render_only:
+        yield Problem(
+            first,
+            "adoption imports live objects, but kubernetes.renderYamlToDirectory makes this a render-only stack "
+            f"with no cluster to import from (adopted: {', '.join(adopted)})",
+        )
+    if config.cluster.create_namespace:
+        yield Problem(
+            first,
+            "adopted objects live in an existing namespace; set cluster.createNamespace: false "
+            f"(namespace {config.cluster.namespace!r}; adopted: {', '.join(adopted)})",
+        )
+    if config.slurm.adopt_munge_secret and config.slurm.munge_key_rotation:
+        yield Problem(
+            ("slurm", "mungeKeyRotation"),
+            "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it; "
+            "set adoptMungeSecret: false to let Pulumi write (and rotate) the key",
+            config.slurm.munge_key_rotation,
+        )
+
+
+def _duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
+    """(index, value) of every repeat after the first occurrence."""
+    seen: set[Any] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            yield index, value
+        seen.add(value)
+
+
+def _node_pool_problems(config: PlatformConfig) -> Iterator[Problem]:
+    for index, name in _duplicates([pool.name for pool in config.node_pools]):
+        yield Problem(("nodePools", index, "name"), "must be unique among nodePools", name)
+    nodes = [(i, j, node) for i, pool in enumerate(config.node_pools) for j, node in enumerate(pool.label_existing_nodes)]
+    seen: set[str] = set()
+    for i, j, node in nodes:
+        if node in seen:
+            yield Problem(("nodePools", i, "labelExistingNodes", j), "names a node another entry already labels", node)
+        seen.add(node)
+    if not config.gpu_pools:
+        yield Problem(("nodePools",), "at least one pool needs gpusPerNode > 0 to host Slurm workers")
+
+
+def _operator_problems(config: PlatformConfig) -> Iterator[Problem]:
+    ops = config.operators
+    if (
+        ops.gpu_operator.install
+        and ops.network_operator.install
+        and ops.gpu_operator.node_feature_discovery
+        and ops.network_operator.node_feature_discovery
+    ):
+        yield Problem(
+            ("operators", "networkOperator", "nodeFeatureDiscovery"),
+            "is true while gpuOperator.nodeFeatureDiscovery is true too; only one Node Feature Discovery may run in the cluster",
+            True,
+        )
+
+
+def _slurm_operator_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """What the chosen Slurm operator (components/slurm/<module>.py) can render."""
+    slurm = config.slurm
+    soperator_version = config.operators.soperator.version if config.slurm_operator == "soperator" else None
+    if config.slurm_operator == "ack":
+        yield from _ack_problems(config)
+    if soperator_version == "4.1.7" and slurm.controller.size != 1:
+        yield Problem(("slurm", "controller", "size"), "must be 1 with soperator 4.1.7 (it runs a single slurmctld)", slurm.controller.size)
+    if soperator_version == "1.14.10":
+        if "partitions" in slurm.model_fields_set:
+            yield Problem(
+                ("slurm", "partitions"),
+                "soperator 1.14.10 has one implicit partition; partitions need operators.soperator.version 4.1.7, ack or slinky",
+                [p.name for p in slurm.partitions],
             )
-        if self.cluster.create_namespace:
-            raise ValueError(
-                f"{', '.join(adopted)}: adopted objects live in an existing namespace; "
-                f"set cluster.createNamespace: false (namespace {self.cluster.namespace!r})"
+        for index, pool in enumerate(config.node_pools):
+            if pool.slurm_workers is not None:
+                yield Problem(
+                    ("nodePools", index, "slurmWorkers"),
+                    "needs per-pool workers (soperator 4.1.7, ack, slinky); soperator 1.14.10 has one worker group, sized by slurm.worker.size",
+                    pool.slurm_workers,
+                )
+    for index, name in _duplicates([p.name for p in slurm.partitions]):
+        yield Problem(("slurm", "partitions", index, "name"), "must be unique among partitions", name)
+    defaults = [index for index, p in enumerate(slurm.partitions) if p.default]
+    for index in defaults[1:]:
+        yield Problem(
+            ("slurm", "partitions", index, "default"),
+            f"at most one partition can be the default (slurm.partitions[{defaults[0]}] already is)",
+            True,
+        )
+    gpu_pool_names = sorted(pool.name for pool in config.gpu_pools)
+    for index, partition in enumerate(slurm.partitions):
+        unknown = sorted(set(partition.pools) - set(gpu_pool_names))
+        if unknown:
+            yield Problem(
+                ("slurm", "partitions", index, "pools"),
+                f"{', '.join(unknown)} {'is not a GPU pool' if len(unknown) == 1 else 'are not GPU pools'} (GPU pools: {', '.join(gpu_pool_names)})",
+                list(partition.pools),
             )
-        if self.slurm.adopt_munge_secret and self.slurm.munge_key_rotation:
-            raise ValueError(
-                "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it; "
-                "set adoptMungeSecret: false to let Pulumi write (and rotate) the key"
+    if config.slurm_operator == "slinky" and not config.ldap.enabled:
+        yield Problem(("ldap", "enabled"), "must be true when slurmOperator is slinky: its LoginSet's sssd.conf binds to our LDAP", False)
+
+
+def _ack_problems(config: PlatformConfig) -> Iterator[Problem]:
+    slurm = config.slurm
+    if slurm.ack is None:
+        yield Problem(("slurm", "ack"), "required when slurmOperator is ack (at least slurm.ack.image)")
+        return
+    autoscaling = slurm.ack.autoscaling
+    if autoscaling.enabled:
+        for index, pool in enumerate(config.node_pools):
+            if pool.has_gpu and pool.worker_replicas > autoscaling.max_nodes_per_group:
+                yield Problem(
+                    ("nodePools", index, "slurmWorkers"),
+                    f"is more than slurm.ack.autoscaling.maxNodesPerGroup ({autoscaling.max_nodes_per_group}), "
+                    "the CLOUD node names slurm.conf declares per group; raise it or lower slurmWorkers",
+                    pool.worker_replicas,
+                )
+    if slurm.controller.size != 1:
+        yield Problem(
+            ("slurm", "controller", "size"),
+            "must be 1 with slurmOperator ack (the generated slurm.conf names one SlurmctldHost)",
+            slurm.controller.size,
+        )
+    accounting = slurm.accounting
+    if accounting.enabled and accounting.database != "external":
+        yield Problem(
+            ("slurm", "accounting", "database"),
+            "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), or set slurm.accounting.enabled: false",
+            accounting.database,
+        )
+    if accounting.enabled and not slurm.ack.slurmdbd_conf_secret_name:
+        yield Problem(
+            ("slurm", "ack", "slurmdbdConfSecretName"),
+            "required when accounting is enabled with slurmOperator ack (an existing Secret holding slurmdbd.conf)",
+        )
+
+
+def _storage_problems(config: PlatformConfig) -> Iterator[Problem]:
+    storage_class = config.storage.storage_class
+    for kind, block, present in (("nfs", "nfs", storage_class.nfs), ("alibabaNas", "alibabaNas", storage_class.alibaba_nas)):
+        if storage_class.kind == kind and present is None:
+            yield Problem(("storage", "storageClass", block), f"required when kind is '{kind}'")
+        if storage_class.kind != kind and present is not None:
+            yield Problem(("storage", "storageClass", block), f"is set but kind is '{storage_class.kind}'; set kind: {kind} or remove it")
+    submounts = config.storage.submounts
+    for index, sub in enumerate(submounts):
+        for key, value in (("name", sub.name), ("mountName", sub.effective_mount_name)):
+            if value in RESERVED_VOLUME_NAMES:
+                yield Problem(("storage", "submounts", index, key), f"'{value}' is reserved for soperator's own volume", value)
+    for index, name in _duplicates([sub.name for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "name"), "must be unique among submounts", name)
+    for index, name in _duplicates([sub.effective_mount_name for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "mountName"), "must be unique among submounts (defaults to name)", name)
+    for index, path in _duplicates([sub.mount_path for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "mountPath"), "is already used by another submount (after normalising)", path)
+
+
+def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """Workers that could never be scheduled: checked in every environment."""
+    worker = config.slurm.worker
+    slurmd = ("slurm", "worker", "slurmd")
+    if not config.gpu_pools:
+        return
+    most_gpus = max(pool.gpus_per_node for pool in config.gpu_pools)
+    if worker.slurmd.gpu > most_gpus:
+        yield Problem((*slurmd, "gpu"), f"is more than any GPU pool has per node ({most_gpus})", worker.slurmd.gpu)
+        return
+    if worker.slurmd.rdma and not config.has_rdma:
+        yield Problem((*slurmd, "rdma"), "asks for RDMA devices but no GPU pool has rdma: true; set it to 0", worker.slurmd.rdma)
+    cpu = quantity_value(worker.slurmd.cpu) + quantity_value(worker.munge.cpu)
+    memory = quantity_value(worker.slurmd.memory) + quantity_value(worker.munge.memory)
+    with_gpus = [pool for pool in config.gpu_pools if pool.gpus_per_node >= worker.slurmd.gpu]
+    largest_cpu = max(quantity_value(pool.cpu_per_node) for pool in with_gpus)
+    largest_memory = max(quantity_value(pool.memory_per_node) for pool in with_gpus)
+    if cpu > largest_cpu:
+        yield Problem(
+            (*slurmd, "cpu"),
+            f"plus the worker's munge container asks {_plain(cpu)} CPU, more than any GPU pool allocates per node ({_plain(largest_cpu)})",
+            worker.slurmd.cpu,
+        )
+    if memory > largest_memory:
+        yield Problem(
+            (*slurmd, "memory"),
+            f"plus the worker's munge container asks {_gib(memory)}, more than any GPU pool allocates per node ({_gib(largest_memory)})",
+            worker.slurmd.memory,
+        )
+    fitting = [pool for pool in with_gpus if quantity_value(pool.cpu_per_node) >= cpu and quantity_value(pool.memory_per_node) >= memory]
+    capacity = sum(pool.node_count for pool in fitting)
+    # Only soperator 1.14.10 sizes workers with slurm.worker.size; the others size them per pool.
+    workers_in_cr = config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10"
+    if fitting and workers_in_cr and worker.size > capacity:
+        pools = ", ".join(f"{pool.name}: {pool.node_count}" for pool in fitting)
+        yield Problem(
+            ("slurm", "worker", "size"),
+            f"is more than the {capacity} GPU node(s) that can host a worker ({pools}); soperator runs one worker per node",
+            worker.size,
+        )
+
+
+def _system_pod_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """Controller, login, accounting and exporter pods run on the no-gpu pools (the GPU pools when there are none)."""
+    slurm = config.slurm
+    pools = [pool for pool in config.node_pools if not pool.has_gpu] or config.gpu_pools
+    if not pools:
+        return
+    largest_cpu = max(quantity_value(pool.cpu_per_node) for pool in pools)
+    largest_memory = max(quantity_value(pool.memory_per_node) for pool in pools)
+    pods = [("controller", "slurmctld", slurm.controller.slurmctld, slurm.controller.munge), ("login", "sshd", slurm.login.sshd, slurm.login.munge)]
+    if slurm.accounting.enabled:
+        pods.append(("accounting", "slurmdbd", slurm.accounting.slurmdbd, slurm.accounting.munge))
+    if slurm.exporter.enabled:
+        pods.append(("exporter", "resources", slurm.exporter.resources, slurm.exporter.munge))
+    for kind, container, main, munge in pods:
+        cpu = quantity_value(main.cpu) + quantity_value(munge.cpu)
+        memory = quantity_value(main.memory) + quantity_value(munge.memory)
+        if cpu > largest_cpu:
+            yield Problem(
+                ("slurm", kind, container, "cpu"),
+                f"plus its munge container asks {_plain(cpu)} CPU, more than any node of the pools it runs on allocates ({_plain(largest_cpu)})",
+                main.cpu,
             )
+        if memory > largest_memory:
+            yield Problem(
+                ("slurm", kind, container, "memory"),
+                f"plus its munge container asks {_gib(memory)}, more than any node of the pools it runs on allocates ({_gib(largest_memory)})",
+                main.memory,
+            )
+
+
+def _gib(amount: Decimal) -> str:
+    return f"{_plain(amount / 2**30)}Gi"
+
+
+def _plain(amount: Decimal) -> str:
+    return f"{amount.normalize():f}"
+
+
+def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
+    login = config.slurm.login
+    path = ("slurm", "login")
+    open_families = kube_rules.open_families(login.allowed_source_ranges)
+    if open_families:
+        yield Problem(
+            (*path, "allowedSourceRanges"),
+            f"together cover the whole {' and '.join(open_families)} internet; list the office/VPN ranges instead",
+            list(login.allowed_source_ranges),
+        )
+    if login.load_balancer_ip and login.service_type != "LoadBalancer":
+        yield Problem(
+            (*path, "loadBalancerIp"),
+            f"only applies to serviceType LoadBalancer (serviceType is {login.service_type})",
+            login.load_balancer_ip,
+        )
+    private = kube_rules.private_lb_annotation(login.service_annotations)
+    if config.environment == "prod" and login.service_type == "LoadBalancer" and not login.allowed_source_ranges and private is None:
+        known = ", ".join(f"{k}: {v}" for k, v in kube_rules.PRIVATE_LB_ANNOTATIONS.items())
+        yield Problem(
+            (*path, "serviceType"),
+            f"a production LoadBalancer needs allowedSourceRanges or a private-LB entry in serviceAnnotations (one of {known})",
+            login.service_type,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -622,55 +1206,118 @@ class ConfigError(Exception):
     """Invalid stack config; the message lists every problem, one per line."""
 
 
-def _describe(error: Mapping[str, Any]) -> str:
-    # Errors of a model validator sit on the model's own path; list indices read as [i].
+SHOWN_VALUE_MAX = 80
+SECRET_SHOWN = "[secret]"
+
+
+def _escaped(text: str) -> str:
+    """Printable ASCII as is; anything else (invisible, confusable, non-ASCII) as an escape."""
+    return "".join(c if " " <= c <= "~" else json.dumps(c)[1:-1] for c in text)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (dict, Mapping)):
+        return "{...}"
+    text = json.dumps(value, default=str, ensure_ascii=True)
+    if len(text) > SHOWN_VALUE_MAX:
+        text = f"{text[: SHOWN_VALUE_MAX - 3]}... ({len(text)} characters)"
+    return text
+
+
+def _key_path(loc: tuple[Any, ...]) -> str:
     path = ""
-    for part in map(str, error["loc"]):
-        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
-    key = f"{PROJECT}:{path}" if path else f"{PROJECT}"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (the key)"
+        elif path:
+            path += f".{_escaped(str(part))}" if re.fullmatch(r"[A-Za-z0-9_-]+", str(part)) else f"[{json.dumps(str(part))}]"
+        else:
+            path = _escaped(str(part))
+    return f"{PROJECT}:{path}" if path else PROJECT
+
+
+def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], show_value: bool = True) -> str:
+    line = f"{_key_path(loc)}: {message}"
+    if show_value:
+        secret = bool(loc) and str(loc[0]) in secret_keys
+        line += f"; got {SECRET_SHOWN if secret else _shown(value)}"
+    return line
+
+
+def _describe(error: Mapping[str, Any], secret_keys: frozenset[str]) -> str:
+    loc = tuple(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"{key}: unknown key (check the spelling; see config.schema.json)"
+        return _line(loc, "unknown key (check the spelling; see config.schema.json)", None, secret_keys, show_value=False)
     if error["type"] == "missing":
-        return f"{key}: required but not set"
-    allowed = ""
+        return _line(loc, "required but not set", None, secret_keys, show_value=False)
+    value = error.get("input")
+    if error["type"] in ("model_type", "model_attributes_type", "dict_type", "list_type") and isinstance(value, str):
+        message = (
+            f"{message}; it is a plain string that is not a JSON {'list' if error['type'] == 'list_type' else 'object'} "
+            "(`pulumi config set` without --path stores text): set nested keys with "
+            "`pulumi config set --path 'storage.jail.size' 100Gi` or write the YAML in Pulumi.<stack>.yaml"
+        )
     ctx = error.get("ctx") or {}
     if "expected" in ctx:
-        allowed = f" (allowed: {ctx['expected']})"
+        message += f" (allowed: {ctx['expected']})"
     elif "pattern" in ctx:
-        allowed = f" (must match {ctx['pattern']})"
-    value = error.get("input")
-    shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
-    return f"{key}: {message}{allowed}; got {shown}"
+        message += f" (must match {ctx['pattern']})"
+    return _line(loc, message, value, secret_keys)
 
 
-def parse_config(raw: Mapping[str, Any]) -> PlatformConfig:
-    """Validate a dict of top-level keys; raise ConfigError naming every problem."""
+def _fail(lines: list[str]) -> ConfigError:
+    return ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
+
+
+def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> PlatformConfig:
+    """Validate a dict of top-level keys; raise ConfigError naming every problem.
+
+    Field rules come first; the rules across fields run once every field is valid.
+    """
     try:
-        return PlatformConfig.model_validate(dict(raw))
+        config = PlatformConfig.model_validate(dict(raw))
     except ValidationError as error:
-        lines = [_describe(e) for e in error.errors(include_url=False)]
-        # The listed problems are the whole story; pydantic's traceback would only repeat them.
-        raise ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines)) from None
+        raise _fail([_describe(e, secret_keys) for e in error.errors(include_url=False)]) from None
+    problems = list(_cross_field_problems(config))
+    if problems:
+        raise _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None) for p in problems])
+    config._secret_keys = frozenset(secret_keys)
+    return config
 
 
-def raw_config_from_pulumi() -> dict[str, Any]:
-    """Collect `slurm-platform:*` keys from the running stack's config (or mocks')."""
-    from pulumi.runtime import config as runtime_config
+def _config_keys() -> list[str]:
+    """Our model's top-level keys, plus any other `slurm-platform:` key the stack sets (typos are errors)."""
+    known = [field.alias or name for name, field in PlatformConfig.model_fields.items()]
+    prefix = f"{PROJECT}:"
+    stack = [key[len(prefix) :] for key in pulumi.runtime.get_config_env() if key.startswith(prefix)]
+    return list(dict.fromkeys([*known, *sorted(stack)]))
 
-    every_key = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+
+def raw_config_from_pulumi() -> tuple[dict[str, Any], frozenset[str]]:
+    """The `slurm-platform:*` keys of the running stack (or mocks'), read with Pulumi's
+    config API, and which of them are secrets."""
+    config = pulumi.Config(PROJECT)
     raw: dict[str, Any] = {}
-    for full_key, value in every_key.items():
-        namespace, _, key = full_key.partition(":")
-        if namespace != PROJECT:
+    for key in _config_keys():
+        text = config.get(key)
+        if text is None:
             continue
+        try:
+            value = config.get_object(key)
+        except pulumi.ConfigTypeError:
+            value = text  # not JSON: the model says which structure it expected
         # Structured values arrive as JSON text, scalars as plain strings.
-        raw[key] = json.loads(value) if isinstance(value, str) and value.startswith(("[", "{")) else value
-    return raw
+        raw[key] = value if isinstance(value, (dict, list)) else text
+    secret_keys = frozenset(key for key in raw if pulumi.runtime.is_config_secret(config.full_key(key)))
+    return raw, secret_keys
 
 
 def load_config() -> PlatformConfig:
-    return parse_config(raw_config_from_pulumi())
+    raw, secret_keys = raw_config_from_pulumi()
+    return parse_config(raw, secret_keys)
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,7 +1,14 @@
 """LDAP directory for Slurm users: an OpenLDAP StatefulSet with its own data
 volume, Service `ldap-service`, Secret `ldap-secret` (random admin password),
 optional phpLDAPadmin, and the client side Slurm nodes need to resolve users:
-`nslcd.conf` and `ldap.conf` (ConfigMap, no secrets) and `sssd.conf` (Secret).
+`ldap.conf` (ConfigMap, no secrets), `sssd.conf` and `nslcd.conf` (Secrets).
+
+Clients never bind as the admin: the seed LDIF (Secret `ldap-seed`) creates a
+read-only service account `cn=<readonlyUsername>,ou=services,<baseDn>` whose
+password is a random Pulumi secret (stored in the directory as a salted
+SHA-512 hash), and a one-time init script sets the ACL that lets it read the
+tree and nothing else (anonymous binds are off). Both run when the directory
+is first initialised; an existing directory keeps its entries.
 
 The server image follows bitnami's OpenLDAP environment contract
 (LDAP_ROOT, LDAP_ADMIN_*, LDAP_CUSTOM_LDIF_DIR, ports 1389/1636); the default
@@ -11,6 +18,8 @@ bitnami's maintained images left Docker Hub. Production stacks mirror it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any, Optional
 
 import pulumi
@@ -24,8 +33,13 @@ SERVICE_NAME = "ldap-service"
 SECRET_NAME = "ldap-secret"
 CLIENT_CONFIGMAP = "ldap-client-config"
 SSSD_SECRET = "sssd-config"
-SEED_CONFIGMAP = "ldap-seed"
+NSLCD_SECRET = "nslcd-config"
+SEED_SECRET = "ldap-seed"
+INIT_CONFIGMAP = "ldap-init"
 PASSWORD_KEY = "LDAP_ADMIN_PASSWORD"
+READONLY_PASSWORD_KEY = "LDAP_READONLY_PASSWORD"
+SERVICES_OU = "services"
+SALT_LENGTH = 16
 LDAP_PORT, LDAPS_PORT = 389, 636
 CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT = 1389, 1636
 APP_LABELS = {"app.kubernetes.io/name": "openldap", "app.kubernetes.io/part-of": "slurm-platform"}
@@ -37,33 +51,88 @@ def admin_dn(ldap: LdapConfig) -> str:
     return f"cn={ldap.admin_username},{ldap.base_dn}"
 
 
+def readonly_dn(ldap: LdapConfig) -> str:
+    """The account sssd and nslcd bind with."""
+    return f"cn={ldap.readonly_username},ou={SERVICES_OU},{ldap.base_dn}"
+
+
+def ssha512(password: str, salt: str) -> str:
+    """An OpenLDAP {SSHA512} userPassword (the image loads the pw-sha2 module)."""
+    salt_bytes = salt.encode()
+    digest = hashlib.sha512(password.encode() + salt_bytes).digest()
+    return "{SSHA512}" + base64.b64encode(digest + salt_bytes).decode()
+
+
 def ldap_uri(ldap: LdapConfig, namespace: str) -> str:
     host = f"{SERVICE_NAME}.{namespace}.svc.cluster.local"
     return f"ldaps://{host}:{LDAPS_PORT}" if ldap.tls.enabled else f"ldap://{host}:{LDAP_PORT}"
 
 
-def seed_ldif(ldap: LdapConfig) -> str:
-    """The base tree: the root entry carries the organisation, plus users and groups."""
+def seed_ldif(ldap: LdapConfig, readonly_password_hash: str) -> str:
+    """The base tree: the root entry carries the organisation, users, groups, and the read-only account."""
     first_rdn = ldap.base_dn.split(",")[0]
     attribute, value = first_rdn.split("=", 1)
     root_classes = {"dc": ["dcObject", "organization"], "o": ["organization"], "ou": ["organizationalUnit"]}[attribute]
     lines = [f"dn: {ldap.base_dn}", *(f"objectClass: {c}" for c in ["top", *root_classes]), f"{attribute}: {value}"]
     if attribute != "o":
         lines.append(f"o: {ldap.organisation}")
-    for unit in ("users", "groups"):
+    for unit in ("users", "groups", SERVICES_OU):
         lines += ["", f"dn: ou={unit},{ldap.base_dn}", "objectClass: organizationalUnit", f"ou: {unit}"]
+    lines += [
+        "",
+        f"dn: {readonly_dn(ldap)}",
+        "objectClass: organizationalRole",
+        "objectClass: simpleSecurityObject",
+        f"cn: {ldap.readonly_username}",
+        "description: Read-only bind account of the Slurm nodes' sssd and nslcd",
+        f"userPassword: {readonly_password_hash}",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def readonly_acl_ldif(ldap: LdapConfig) -> str:
+    """The data tree's ACL: the service account reads, users read themselves and change
+    their password, password hashes are only used to authenticate. The admin (rootDN)
+    is not subject to ACLs."""
+    return (
+        "dn: olcDatabase={2}mdb,cn=config\n"
+        "changetype: modify\n"
+        "add: olcAccess\n"
+        "olcAccess: {0}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none\n"
+        f'olcAccess: {{1}}to * by dn.exact="{readonly_dn(ldap)}" read by self read by * none\n'
+    )
+
+
+def acl_init_script(ldap: LdapConfig) -> str:
+    """Run once by the image after the first initialisation (/docker-entrypoint-initdb.d)."""
+    return (
+        "#!/bin/bash\n"
+        "# Install the read-only service account's ACL (slurm-platform).\n"
+        "set -euo pipefail\n"
+        "acl=$(mktemp)\n"
+        "cat > \"$acl\" <<'LDIF'\n"
+        f"{readonly_acl_ldif(ldap)}"
+        "LDIF\n"
+        "if ldapwhoami -Y EXTERNAL -H ldapi:/// >/dev/null 2>&1; then\n"
+        '  ldapmodify -Y EXTERNAL -H ldapi:/// -f "$acl"\n'
+        "else\n"
+        '  slapmodify -F "${LDAP_ONLINE_CONF_DIR:-/bitnami/openldap/slapd.d}" -n 0 -l "$acl"\n'
+        "fi\n"
+        'rm -f "$acl"\n'
+    )
 
 
 def ldap_conf(ldap: LdapConfig, namespace: str) -> str:
     return f"BASE\t{ldap.base_dn}\nURI\t{ldap_uri(ldap, namespace)}\nTLS_CACERT\t{CA_FILE}\n"
 
 
-def nslcd_conf(ldap: LdapConfig, namespace: str) -> str:
-    # Anonymous lookups: nslcd.conf lives in a ConfigMap and holds no password.
+def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
+    # Binds as the read-only account: nslcd.conf holds its password, so it lives in a Secret.
     return (
         "uid nslcd\ngid nslcd\n"
         f"uri {ldap_uri(ldap, namespace)}\n"
+        f"binddn {readonly_dn(ldap)}\n"
+        f"bindpw {bind_password}\n"
         f"base {ldap.base_dn}\n"
         f"base passwd ou=users,{ldap.base_dn}\n"
         f"base group ou=groups,{ldap.base_dn}\n"
@@ -79,7 +148,7 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         f"ldap_search_base = {ldap.base_dn}\n"
         f"ldap_user_search_base = ou=users,{ldap.base_dn}\n"
         f"ldap_group_search_base = ou=groups,{ldap.base_dn}\n"
-        f"ldap_default_bind_dn = {admin_dn(ldap)}\n"
+        f"ldap_default_bind_dn = {readonly_dn(ldap)}\n"
         f"ldap_default_authtok = {bind_password}\n"
         f"ldap_tls_cacert = {CA_FILE}\n"
         "cache_credentials = true\nenumerate = false\n"
@@ -93,10 +162,19 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
         {"name": PASSWORD_KEY, "valueFrom": {"secretKeyRef": {"name": SECRET_NAME, "key": PASSWORD_KEY}}},
         {"name": "LDAP_CUSTOM_LDIF_DIR", "value": "/ldifs"},
         {"name": "LDAP_PORT_NUMBER", "value": str(CONTAINER_LDAP_PORT)},
+        # Every lookup binds (sssd and nslcd as the read-only account).
+        {"name": "LDAP_ALLOW_ANON_BINDING", "value": "no"},
     ]
     ports = [{"name": "ldap", "containerPort": CONTAINER_LDAP_PORT}]
-    mounts = [{"name": "data", "mountPath": "/bitnami/openldap"}, {"name": "seed", "mountPath": "/ldifs", "readOnly": True}]
-    volumes: list[dict[str, Any]] = [{"name": "seed", "configMap": {"name": SEED_CONFIGMAP}}]
+    mounts = [
+        {"name": "data", "mountPath": "/bitnami/openldap"},
+        {"name": "seed", "mountPath": "/ldifs", "readOnly": True},
+        {"name": "init", "mountPath": "/docker-entrypoint-initdb.d", "readOnly": True},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "seed", "secret": {"secretName": SEED_SECRET, "defaultMode": 0o440}},
+        {"name": "init", "configMap": {"name": INIT_CONFIGMAP, "defaultMode": 0o555}},
+    ]
     if ldap.tls.enabled:
         env += [
             {"name": "LDAP_ENABLE_TLS", "value": "yes"},
@@ -215,10 +293,21 @@ class LdapDirectory(pulumi.ComponentResource):
             string_data={PASSWORD_KEY: password.result},
             opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
         )
-        seed = k8s.core.v1.ConfigMap(
+        readonly_password = random.RandomPassword(f"{name}-readonly-password", length=32, special=False, opts=child)
+        salt = random.RandomPassword(f"{name}-readonly-salt", length=SALT_LENGTH, special=False, opts=child)
+        secret_data = child_opts(self, opts, additional_secret_outputs=["data", "stringData"])
+        seed = k8s.core.v1.Secret(
             f"{name}-seed",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=SEED_CONFIGMAP, namespace=namespace, labels=APP_LABELS),
-            data={"00-base.ldif": seed_ldif(ldap)},
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SEED_SECRET, namespace=namespace, labels=APP_LABELS),
+            string_data={
+                "00-base.ldif": pulumi.Output.all(readonly_password.result, salt.result).apply(lambda args: seed_ldif(ldap, ssha512(*args)))
+            },
+            opts=secret_data,
+        )
+        init = k8s.core.v1.ConfigMap(
+            f"{name}-init",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=INIT_CONFIGMAP, namespace=namespace, labels=APP_LABELS),
+            data={"10-readonly-acl.sh": acl_init_script(ldap)},
             opts=child,
         )
         server = ldap_statefulset(ldap, namespace)
@@ -226,21 +315,27 @@ class LdapDirectory(pulumi.ComponentResource):
             f"{name}-server",
             metadata=_meta(server),
             spec=server["spec"],
-            opts=child_opts(self, opts, depends_on=[secret, seed]),
+            opts=child_opts(self, opts, depends_on=[secret, seed, init]),
         )
         service = ldap_service(ldap, namespace)
         k8s.core.v1.Service(f"{name}-service", metadata=_meta(service), spec=service["spec"], opts=child)
         k8s.core.v1.ConfigMap(
             f"{name}-client-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=CLIENT_CONFIGMAP, namespace=namespace, labels=APP_LABELS),
-            data={"nslcd.conf": nslcd_conf(ldap, namespace), "ldap.conf": ldap_conf(ldap, namespace)},
+            data={"ldap.conf": ldap_conf(ldap, namespace)},
             opts=child,
         )
         k8s.core.v1.Secret(
             f"{name}-sssd-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SSSD_SECRET, namespace=namespace, labels=APP_LABELS),
-            string_data={"sssd.conf": password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw))},
-            opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
+            string_data={"sssd.conf": readonly_password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw))},
+            opts=secret_data,
+        )
+        k8s.core.v1.Secret(
+            f"{name}-nslcd-config",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NSLCD_SECRET, namespace=namespace, labels=APP_LABELS),
+            string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw))},
+            opts=secret_data,
         )
         if ldap.php_ldap_admin:
             deployment = php_ldap_admin_deployment(ldap, namespace)

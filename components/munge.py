@@ -47,7 +47,12 @@ def generated_key(name: str, length: int, rotation: int, opts: pulumi.ResourceOp
 
 def secret_data(value: pulumi.Output[str]) -> pulumi.Output[str]:
     """A Secret `data` entry (base64) for a secret string."""
-    return pulumi.Output.secret(value.apply(lambda text: base64.b64encode(text.encode()).decode()))
+
+    def encode(text: str) -> str:
+        # `text` is None when a targeted `up` (--target/--exclude) skipped the key: pass that on.
+        return text and base64.b64encode(text.encode()).decode()
+
+    return pulumi.Output.secret(value.apply(encode))
 
 
 # soperator 1.14.10's workload names (its naming package: no cluster prefix).

@@ -55,7 +55,7 @@ def k8s_node_filters(pools: list[NodePoolConfig]) -> list[dict[str, Any]]:
 
 def pool_capacity(pool: NodePoolConfig) -> dict[str, Any]:
     """Per-node allocatable and pool totals, as the quota policies read them."""
-    cpu, memory = quantity_value(pool.cpu_per_node), quantity_value(pool.memory_per_node)
+    cpu, memory = float(quantity_value(pool.cpu_per_node)), float(quantity_value(pool.memory_per_node))
     return {
         "nodes": pool.node_count,
         "gpuProduct": pool.gpu_product,

@@ -1,9 +1,12 @@
-"""Operators as pinned Helm charts: NVIDIA GPU and Network operators, soperator,
-MariaDB operator, and cert-manager on request; plus the NicClusterPolicy the
-network operator chart no longer creates itself (since 24.10).
+"""Operators as pinned Helm charts: NVIDIA GPU and Network operators, the chosen
+Slurm operator (its module in components/slurm/ says which charts), MariaDB
+operator, and cert-manager when asked or when the Slurm operator's webhooks
+need it; plus the NicClusterPolicy the network operator chart no longer
+creates itself (since 24.10).
 
 `chart_releases()` decides what to install, in which order, with which values,
 as plain data; `Operators` turns each release into a `helm.v4.Chart`.
+(`components.slurm` builds on `ChartRelease` from here, so it is imported where used.)
 """
 
 from __future__ import annotations
@@ -111,23 +114,28 @@ def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     return deep_merge(values, network.values)
 
 
-def soperator_values(config: PlatformConfig) -> dict[str, Any]:
-    # The operator registers the MariaDB scheme (and reconciles MariaDB CRs) only when told the CRDs exist.
-    mariadb = "true" if uses_mariadb_operator(config) else "false"
-    values = {"controllerManager": {"manager": {"env": {"isMariadbCrdInstalled": mariadb}}}}
-    return deep_merge(values, config.operators.soperator.values)
-
-
 def uses_mariadb_operator(config: PlatformConfig) -> bool:
     accounting = config.slurm.accounting
     return accounting.enabled and accounting.database == "mariadbOperator"
 
 
+def installs_cert_manager(config: PlatformConfig) -> bool:
+    """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
+    from .slurm import operator_module
+
+    cert_manager = config.operators.cert_manager
+    if "install" in cert_manager.model_fields_set:
+        return cert_manager.install
+    return operator_module(config).needs_cert_manager(config)
+
+
 def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     """Every release to install, CRD charts before the charts and CRs that need them."""
+    from .slurm import operator_module
+
     ops = config.operators
     releases: list[ChartRelease] = []
-    if ops.cert_manager.install:
+    if installs_cert_manager(config):
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
         releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo))
@@ -151,25 +159,9 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         chart, repo = chart_source(maria.repository, "mariadb-operator")
         releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys))
         mariadb_keys += (MARIADB_OPERATOR,)
-    if ops.soperator.install:
-        sop = ops.soperator
-        chart, repo = chart_source(sop.repository, "helm-soperator-crds")
-        releases.append(ChartRelease(SOPERATOR_CRDS, chart, sop.version, sop.namespace, repo=repo))
-        chart, repo = chart_source(sop.repository, "helm-soperator")
-        releases.append(
-            ChartRelease(
-                SOPERATOR,
-                chart,
-                sop.version,
-                sop.namespace,
-                soperator_values(config),
-                repo=repo,
-                # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
-                skip_crds=True,
-                # It watches MariaDB CRs from start-up when told they exist.
-                depends_on=(SOPERATOR_CRDS, *mariadb_keys),
-            )
-        )
+    # Webhook certificates come from cert-manager: the Slurm operator starts after it.
+    after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
+    releases += operator_module(config).chart_releases(config, after)
     return releases
 
 
@@ -183,6 +175,13 @@ def installed_charts(releases: list[ChartRelease]) -> dict[str, dict[str, str]]:
         }
         for release in releases
     }
+
+
+def operator_namespaces(config: PlatformConfig, releases: list[ChartRelease]) -> list[str]:
+    """The namespaces to declare for the releases, each once, and never the Slurm
+    cluster's: the platform declares that one, protected, because deleting it
+    would delete the data volumes inside."""
+    return list(dict.fromkeys(r.namespace for r in releases if r.namespace != config.cluster.namespace))
 
 
 def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
@@ -231,24 +230,28 @@ class Operators(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
+        from .slurm import operator_module
+
+        self.slurm_crd_releases = operator_module(config).CRD_RELEASES
         self.charts = {}
-        namespaces: dict[str, k8s.core.v1.Namespace] = {}
         releases = chart_releases(config)
+        namespaces = {
+            namespace: k8s.core.v1.Namespace(
+                f"{name}-{namespace}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace), opts=child_opts(self, opts)
+            )
+            for namespace in operator_namespaces(config, releases)
+        }
         for release in releases:
-            if release.namespace not in namespaces:
-                namespaces[release.namespace] = k8s.core.v1.Namespace(
-                    f"{name}-{release.namespace}-ns",
-                    metadata=k8s.meta.v1.ObjectMetaArgs(name=release.namespace),
-                    opts=child_opts(self, opts),
-                )
-            waits_for = [namespaces[release.namespace], *(self.charts[key] for key in release.depends_on)]
+            own_namespace = [namespaces[release.namespace]] if release.namespace in namespaces else []
+            waits_for = [*own_namespace, *(self.charts[key] for key in release.depends_on)]
             self.charts[release.key] = k8s.helm.v4.Chart(
                 f"{name}-{release.key}",
                 chart=release.chart,
                 version=release.version,
                 namespace=release.namespace,
                 name=release.key,
-                values=release.values,
+                # User values may carry credentials: secret when the operators key is.
+                values=config.secret_if("operators", release.values),
                 skip_crds=release.skip_crds,
                 repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=release.repo) if release.repo else None,
                 opts=child_opts(self, opts, depends_on=waits_for),
@@ -269,5 +272,5 @@ class Operators(pulumi.ComponentResource):
         self.register_outputs({"versions": self.versions, "installed": self.installed})
 
     def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
-        """What a SlurmCluster CR must wait for: soperator's CRDs, if we install them."""
-        return [self.charts[SOPERATOR_CRDS]] if SOPERATOR_CRDS in self.charts else []
+        """What the Slurm custom resources must wait for: the Slurm operator's CRDs, if we install them."""
+        return [self.charts[key] for key in self.slurm_crd_releases if key in self.charts]

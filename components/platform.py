@@ -13,6 +13,7 @@ from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
 from .node_pools import NodePools
 from .operators import Operators
+from .slurm import operator_module
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 
@@ -43,31 +44,42 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             k8s.core.v1.Namespace(
                 "slurm-namespace",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace),
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=config.environment == "prod")),
+                # It holds the data volumes: deleting it would delete them, whatever protects the claims.
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=True, retain_on_delete=True)),
             )
         )
     in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
 
     pools = NodePools("node-pools", config.node_pools, opts=opts)
-    operators = Operators("operators", config, opts=opts)
+    # Operators may share the cluster's namespace; they never declare it themselves.
+    operators = Operators("operators", config, opts=in_namespace)
     storage = Storage("storage", config, opts=in_namespace)
-    munge = MungeKey(
-        "munge",
-        config.cluster.name,
-        namespace,
-        config.slurm.munge_key_rotation,
-        opts=in_namespace,
-        adopt=config.slurm.adopt_munge_secret,
+    slurm_operator = operator_module(config)
+    munge = (
+        MungeKey(
+            "munge",
+            config.cluster.name,
+            namespace,
+            config.slurm.munge_key_rotation,
+            opts=in_namespace,
+            adopt=config.slurm.adopt_munge_secret,
+        )
+        if slurm_operator.USES_MUNGE
+        else None
     )
     ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None
     slurm = SlurmCluster(
         "slurm",
         config,
-        opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, munge])),
+        opts=pulumi.ResourceOptions.merge(
+            in_namespace,
+            pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
+        ),
     )
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
-    warn_about_removed_workers(config, previous.get_output("workerNodes"))
+    if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
+        warn_about_removed_workers(config, previous.get_output("workerNodes"))
     previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
 
     return {
@@ -83,7 +95,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "sshCommand": slurm.ssh_command,
         "pvcNames": storage.claim_names,
         "storageClassName": storage.storage_class_name,
-        "mungeSecretName": munge.secret_name,
+        "mungeSecretName": munge.secret_name if munge else pulumi.Output.from_input(None),
         "mungeKeyRotation": pulumi.Output.from_input(config.slurm.munge_key_rotation),
         "ldapUri": ldap.uri if ldap else pulumi.Output.from_input(None),
         "chartVersions": operators.versions,

@@ -43,11 +43,15 @@ class DataVolume:
 
 
 def data_volumes(config: PlatformConfig) -> list[DataVolume]:
+    """The jail and spool (soperator only), then the shared submounts every operator mounts."""
     storage = config.storage
+    shared = [DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts]
+    if not config.uses_jail:
+        return shared
     return [
         DataVolume(JAIL_SOURCE, JAIL_CLAIM, storage.jail.size, storage.jail.static_nfs, storage.jail.adopt),
         DataVolume(SPOOL_SOURCE, SPOOL_CLAIM, storage.controller_spool.size, adopt=storage.controller_spool.adopt),
-        *(DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts),
+        *shared,
     ]
 
 
@@ -147,8 +151,9 @@ class Storage(pulumi.ComponentResource):
                     f"{name}-rwx-class",
                     metadata=_metadata(class_manifest),
                     provisioner=class_manifest["provisioner"],
-                    parameters=class_manifest["parameters"],
-                    mount_options=class_manifest["mountOptions"],
+                    # Server addresses and paths: secret when `storage` was set with --secret.
+                    parameters=config.secret_if("storage", class_manifest["parameters"]),
+                    mount_options=config.secret_if("storage", class_manifest["mountOptions"]),
                     reclaim_policy=class_manifest["reclaimPolicy"],
                     volume_binding_mode=class_manifest["volumeBindingMode"],
                     allow_volume_expansion=class_manifest["allowVolumeExpansion"],
@@ -166,7 +171,7 @@ class Storage(pulumi.ComponentResource):
                     k8s.core.v1.PersistentVolume(
                         f"{name}-{volume.static_volume_name}",
                         metadata=_metadata(pv),
-                        spec=pv["spec"],
+                        spec=config.secret_if("storage", pv["spec"]),
                         opts=child_opts(self, opts, import_=adoption_id(pv) if volume.adopt else None, **keep),
                     )
                 )
@@ -177,11 +182,8 @@ class Storage(pulumi.ComponentResource):
             self.claims[volume.source_name] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{volume.claim_name}",
                 metadata=_metadata(claim),
-                spec=claim["spec"],
-                opts=child_opts(
-                    self, opts, depends_on=deps, import_=adoption_id(claim) if volume.adopt else None,
-                    ignore_changes=filled_in, **keep,
-                ),
+                spec=config.secret_if("storage", claim["spec"]),
+                opts=child_opts(self, opts, depends_on=deps, import_=adoption_id(claim) if volume.adopt else None, ignore_changes=filled_in, **keep),
             )
         self.claim_names = pulumi.Output.from_input({v.source_name: v.claim_name for v in data_volumes(config)})
         self.storage_class_name = pulumi.Output.from_input(config.storage.storage_class.name)

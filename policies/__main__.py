@@ -15,7 +15,7 @@ from slurm_policies import ALL_POLICIES  # noqa: E402
 
 PolicyPack(
     name="slurm-platform-guardrails",
-    description="Guardrails for Slurm on Kubernetes (soperator 1.14.10): volumes, quota, exposure, data safety, secrets, pinned charts.",
+    description="Guardrails for Slurm on Kubernetes (soperator 1.14.10 and 4.x, ACK, Slinky): volumes, quota, exposure, data safety, secrets, pinned charts, operator shape.",
     enforcement_level=EnforcementLevel.ADVISORY,
     policies=ALL_POLICIES,
 )

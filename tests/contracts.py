@@ -3,6 +3,7 @@ built-in kinds with the Kubernetes OpenAPI schemas kubernetes-validate bundles."
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,12 @@ from tests.harness import ROOT
 
 CONTRACTS = ROOT.parent / "shared" / "contracts"
 SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclusters.yaml"
+SOPERATOR_4_DIR = CONTRACTS / "soperator" / "4.1.7"
+SLINKY_DIR = CONTRACTS / "slinky" / "v1.2.1"
+ACK_SCHEMAS = {
+    "headGroupSpec": CONTRACTS / "ack" / "slurmcluster.headgroup-api.schema.json",
+    "slurmctld": CONTRACTS / "ack" / "slurmcluster.slurmctld-api.schema.json",
+}
 KUBERNETES_VERSION = "1.31"
 
 
@@ -43,7 +50,7 @@ def pruned_fields(value: Any, schema: dict[str, Any], path: str = "") -> list[st
 
 def crd_errors(manifest: dict[str, Any], path: Path = SOPERATOR_CRD) -> list[str]:
     """Every schema violation and every field the server would prune, each as 'path: message'."""
-    schema = crd_schema(path)
+    schema = crd_schema(path, manifest["apiVersion"].split("/")[-1])
     body = {k: v for k, v in manifest.items() if k != "metadata"}
     errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(body)]
     return errors + pruned_fields(body.get("spec", {}), schema["properties"]["spec"], "spec")
@@ -55,3 +62,60 @@ def kubernetes_errors(manifest: dict[str, Any]) -> list[str]:
     except kubernetes_validate.ValidationError as error:
         return [f"{'.'.join(map(str, error.path))}: {error.message}"]
     return []
+
+
+# Custom resources with no upstream contract in ../shared/contracts (NVIDIA, Karpenter, MariaDB operator).
+UNCONTRACTED = {"NicClusterPolicy", "NodePool", "MariaDB"}
+BUILTIN_GROUPS = ("apps/", "storage.k8s.io/", "rbac.authorization.k8s.io/")
+
+
+def is_builtin(manifest: dict[str, Any]) -> bool:
+    """A kind the Kubernetes OpenAPI schemas cover (core or a built-in API group)."""
+    return "." not in manifest["apiVersion"].split("/")[0] or manifest["apiVersion"].startswith(BUILTIN_GROUPS)
+
+
+def manifest_errors(manifest: dict[str, Any]) -> list[str]:
+    """Built-ins against Kubernetes' schemas, custom resources against their contract (none: no check)."""
+    if is_builtin(manifest):
+        return kubernetes_errors(manifest)
+    return [] if manifest["kind"] in UNCONTRACTED else contract_errors(manifest)
+
+
+def contract_of(manifest: dict[str, Any]) -> Path:
+    """The upstream contract a custom resource is checked against (soperator by crVersion)."""
+    group, _, version = manifest["apiVersion"].rpartition("/")
+    kind = manifest["kind"]
+    if group == "slurm.nebius.ai" and kind == "SlurmCluster":
+        return CONTRACTS / "soperator" / manifest["spec"]["crVersion"] / "slurm.nebius.ai_slurmclusters.yaml"
+    if group == "slurm.nebius.ai" and kind == "NodeSet":
+        return SOPERATOR_4_DIR / "slurm.nebius.ai_nodesets.yaml"
+    if group == "slinky.slurm.net":
+        return SLINKY_DIR / f"slinky.slurm.net_{kind.lower()}s.yaml"
+    if group == "kai.alibabacloud.com" and kind == "SlurmCluster":
+        return ACK_SCHEMAS["headGroupSpec" if "headGroupSpec" in manifest.get("spec", {}) else "slurmctld"]
+    raise LookupError(f"no contract for {manifest['apiVersion']} {kind}")
+
+
+def pod_template_errors(template: dict[str, Any], where: str) -> list[str]:
+    """A core/v1 PodTemplateSpec, checked as the built-in PodTemplate kind."""
+    wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"}, "template": template}
+    return [f"{where}: {e}" for e in kubernetes_errors(wrapped)]
+
+
+def ack_errors(manifest: dict[str, Any], path: Path) -> list[str]:
+    """ACK has no CRD: the project's JSON Schema (unknown fields rejected), and every pod template as a core/v1 one."""
+    schema = json.loads(path.read_text())
+    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(manifest)]
+    spec = manifest.get("spec", {})
+    for role in ("headGroupSpec", "slurmctld", "slurmdbd", "slurmrestd"):
+        if role in spec:
+            errors += pod_template_errors(spec[role]["template"], f"spec.{role}.template")
+    for i, group in enumerate(spec.get("workerGroupSpecs", [])):
+        errors += pod_template_errors(group["template"], f"spec.workerGroupSpecs[{i}].template")
+    return errors
+
+
+def contract_errors(manifest: dict[str, Any]) -> list[str]:
+    """Every way a custom resource breaks its upstream contract (unknown fields included)."""
+    path = contract_of(manifest)
+    return ack_errors(manifest, path) if path.suffix == ".json" else crd_errors(manifest, path)

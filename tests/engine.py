@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -95,20 +96,27 @@ class Workspace:
         return manifests
 
 
-def new_workspace(root: Path, stack: str = "local") -> Workspace:
-    """A copy of the project in `root` with its own file backend and an initialised stack."""
+def new_workspace(root: Path, stack: str = "local", program: Optional[dict[str, str]] = None) -> Workspace:
+    """A copy of the project in `root` with its own file backend and an initialised stack.
+
+    `program` (file name -> text) replaces the project's files with another program run on the same virtualenv.
+    """
     workspace = Workspace(root)
     workspace.project.mkdir(parents=True)
-    for name in PROJECT_FILES:
-        source = ROOT / name
-        target = workspace.project / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "venv"))
-        else:
-            shutil.copy(source, target)
+    if program is not None:
+        for name, text in program.items():
+            (workspace.project / name).write_text(text)
+    else:
+        for name in PROJECT_FILES:
+            source = ROOT / name
+            target = workspace.project / name
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "venv"))
+            else:
+                shutil.copy(source, target)
+        # The policy pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), built by `make policy-venv`.
+        (workspace.project / "policies" / "venv").symlink_to(ROOT / "policies" / "venv")
     (workspace.project / ".venv").symlink_to(ROOT / ".venv")
-    # The policy pack's own virtualenv (PulumiPolicy.yaml: virtualenv: venv), built by `make policy-venv`.
-    (workspace.project / "policies" / "venv").symlink_to(ROOT / "policies" / "venv")
     workspace.state.mkdir()
     workspace.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
     return workspace

@@ -2,6 +2,7 @@
 
 import base64
 
+import pulumi
 import pytest
 
 from components.config import parse_config
@@ -35,6 +36,17 @@ def test_munge_key_is_1024_random_characters_in_the_cluster_secret():
     assert secret.inputs["data"] == {"munge.key": base64.b64encode(b"p" * 1024).decode()}
     assert "data" in secret.secret_inputs and "data" in secret.additional_secret_outputs
     assert run.outputs["name"] == "fpt-hpc-munge"
+
+
+def test_secret_data_passes_on_a_key_a_targeted_up_skipped():
+    from components.munge import secret_data
+
+    def program():
+        skipped: pulumi.Output[str] = pulumi.Output.from_input(None)  # type: ignore[arg-type]  # what the engine hands us
+        return {"skipped": secret_data(skipped), "key": secret_data(pulumi.Output.from_input("k"))}
+
+    run = run_under_mocks(program)
+    assert run.outputs == {"skipped": None, "key": base64.b64encode(b"k").decode()}
 
 
 def test_munge_rotation_is_a_keeper():
@@ -247,21 +259,74 @@ def test_ldap_server_service_and_secret(ldap_run):
     assert services["ldap-service"].inputs["spec"]["ports"] == [{"name": "ldap", "port": 389, "targetPort": "ldap"}]
     assert services["phpldapadmin"].inputs["spec"]["type"] == "ClusterIP"
     secrets = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Secret")}
-    assert set(secrets) == {"ldap-secret", "sssd-config"}
+    assert set(secrets) == {"ldap-secret", "sssd-config", "nslcd-config", "ldap-seed"}
     for secret in secrets.values():
-        assert "stringData" in secret.secret_inputs
+        assert "stringData" in secret.secret_inputs and "stringData" in secret.additional_secret_outputs
     assert ldap_run.outputs["uri"] == "ldap://ldap-service.fpt-hpc.svc.cluster.local:389"
 
 
 def test_ldap_client_config_has_no_password(ldap_run):
     configs = {c.inputs["metadata"]["name"]: c.inputs["data"] for c in ldap_run.of_type("kubernetes:core/v1:ConfigMap")}
-    client = configs["ldap-client-config"]
-    assert "uri ldap://ldap-service.fpt-hpc.svc.cluster.local:389" in client["nslcd.conf"]
-    assert "BASE\tdc=hpc,dc=example,dc=vn" in client["ldap.conf"]
+    assert set(configs["ldap-client-config"]) == {"ldap.conf"}
+    assert "BASE\tdc=hpc,dc=example,dc=vn" in configs["ldap-client-config"]["ldap.conf"]
     assert "p" * 32 not in str(configs)
-    assert "o: Example HPC Hanoi" in configs["ldap-seed"]["00-base.ldif"]
+
+
+READONLY_DN = "cn=slurm-readonly,ou=services,dc=hpc,dc=example,dc=vn"
+
+
+def test_ldap_clients_bind_with_the_read_only_account_never_the_admin(ldap_run):
+    readonly = ldap_run.named("ldap-readonly-password")
+    assert readonly.type == "random:index/randomPassword:RandomPassword" and readonly.inputs["length"] >= 32
     sssd = ldap_run.named("ldap-sssd-config").inputs["stringData"]["sssd.conf"]
+    assert f"ldap_default_bind_dn = {READONLY_DN}\n" in sssd
     assert "ldap_default_authtok = " + "p" * 32 in sssd
+    nslcd = ldap_run.named("ldap-nslcd-config").inputs["stringData"]["nslcd.conf"]
+    assert f"binddn {READONLY_DN}\n" in nslcd and "bindpw " + "p" * 32 in nslcd
+    assert "uri ldap://ldap-service.fpt-hpc.svc.cluster.local:389" in nslcd
+    for conf in (sssd, nslcd):
+        assert "cn=admin" not in conf
+    # Both client files carry the read-only password: Pulumi secrets, never plain state.
+    for name in ("ldap-sssd-config", "ldap-nslcd-config"):
+        assert "stringData" in ldap_run.named(name).secret_inputs
+
+
+def test_ldap_seed_creates_the_read_only_account_with_a_hashed_password(ldap_run):
+    from components.ldap import ssha512
+
+    seed = ldap_run.named("ldap-seed").inputs["stringData"]["00-base.ldif"]
+    assert "o: Example HPC Hanoi" in seed
+    entry = seed.split(f"dn: {READONLY_DN}\n", 1)[1]
+    assert "objectClass: simpleSecurityObject" in entry
+    assert f"userPassword: {ssha512('p' * 32, 'p' * 16)}" in entry and "p" * 32 not in seed
+    assert "stringData" in ldap_run.named("ldap-seed").secret_inputs
+
+
+def test_ldap_acl_lets_the_account_read_and_nothing_else(ldap_run):
+    script = ldap_run.named("ldap-init").inputs["data"]["10-readonly-acl.sh"]
+    assert script.startswith("#!/bin/bash\n")
+    assert f'olcAccess: {{1}}to * by dn.exact="{READONLY_DN}" read by self read by * none' in script
+    assert "olcAccess: {0}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none" in script
+    assert "write" not in script.split("{1}to *", 1)[1]
+    server = only(ldap_run, "kubernetes:apps/v1:StatefulSet")
+    container = server.inputs["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "LDAP_ALLOW_ANON_BINDING", "value": "no"} in container["env"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["init"] == "/docker-entrypoint-initdb.d" and mounts["seed"] == "/ldifs"
+    volumes = {v["name"]: v for v in server.inputs["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["seed"]["secret"]["secretName"] == "ldap-seed"
+
+
+def test_ssha512_is_what_openldap_checks():
+    import base64
+    import hashlib
+
+    from components.ldap import ssha512
+
+    hashed = ssha512("secret", "saltsalt")
+    raw = base64.b64decode(hashed.removeprefix("{SSHA512}"))
+    assert hashed.startswith("{SSHA512}") and raw[64:] == b"saltsalt"
+    assert raw[:64] == hashlib.sha512(b"secretsaltsalt").digest()
 
 
 def test_ldap_tls_opens_636():
@@ -336,6 +401,22 @@ def test_a_cluster_that_is_not_available_warns_with_its_conditions():
     run = slurm_run(config, {SLURM_CLUSTER: {"status": status}})
     (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
     assert "WorkersAvailable=False: Slurm workers are not available yet" in warning
+
+
+def test_soperator4_cluster_is_awaited_and_reports_its_phase_like_1_14_10():
+    config = parse_config(stack_config("staging-hanoi"))
+    status = {"phase": "Not available", "conditions": [{"type": "WorkersAvailable", "status": "False", "message": "no NodeSet ready"}]}
+    run = slurm_run(config, {SLURM_CLUSTER: {"status": status}})
+    cluster = only(run, SLURM_CLUSTER)
+    assert cluster.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.phase}=Available"
+    assert cluster.custom_timeouts == {"create": "40m", "update": "40m"}
+    assert "status" not in cluster.inputs
+    assert run.outputs["phase"] == "Not available"
+    (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
+    assert "WorkersAvailable=False: no NodeSet ready" in warning
+    # Only the awaited CR gets the readiness timeout; its NodeSets are declared as they are.
+    nodesets = run.of_type("kubernetes:slurm.nebius.ai/v1alpha1:NodeSet")
+    assert nodesets and all(n.custom_timeouts == {} for n in nodesets)
 
 
 def test_unmet_conditions_are_an_output():

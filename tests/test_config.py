@@ -107,12 +107,12 @@ ADOPT_JAIL = {"storage": {"jail": {"adopt": True}}}
 INVALID = [
     (
         {**ADOPT_JAIL, "kubernetes": {"renderYamlToDirectory": "out"}},
-        "slurm-platform: storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory",
+        "slurm-platform:storage.jail.adopt: adoption imports live objects, but kubernetes.renderYamlToDirectory",
     ),
-    (ADOPT_JAIL, "adopted objects live in an existing namespace; set cluster.createNamespace: false"),
+    (ADOPT_JAIL, "slurm-platform:storage.jail.adopt: adopted objects live in an existing namespace; set cluster.createNamespace: false"),
     (
         {"cluster": {"createNamespace": False}, "slurm": {"adoptMungeSecret": True, "mungeKeyRotation": 1}},
-        "slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it",
+        "slurm-platform:slurm.mungeKeyRotation: slurm.adoptMungeSecret keeps the existing key, so slurm.mungeKeyRotation cannot rotate it",
     ),
     ({"slurm": {"readiness": {"timeoutMinutes": 1}}}, "slurm-platform:slurm.readiness.timeoutMinutes: Input should be greater than or equal to 5"),
     (
@@ -120,17 +120,23 @@ INVALID = [
         'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"',
     ),
     ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be a Kubernetes quantity"),
-    ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: must be a DNS-1123 label"),
+    ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: a DNS-1035 label must consist of lower case alphanumeric characters"),
     ({"slurm": {"worker": {"size": -1}}}, "slurm-platform:slurm.worker.size: Input should be greater than or equal to 0"),
     ({"slurm": {"worker": {"cgroupVersion": "v3"}}}, "slurm-platform:slurm.worker.cgroupVersion: Input should be 'v1' or 'v2'"),
     ({"slurm": {"login": {"serviceType": "ClusterIP"}}}, "slurm-platform:slurm.login.serviceType: Input should be 'NodePort' or 'LoadBalancer'"),
     ({"slurm": {"login": {"nodePort": 22}}}, "slurm-platform:slurm.login.nodePort: Input should be greater than or equal to 30000"),
     ({"slurm": {"login": {"allowedSourceRanges": ["everyone"]}}}, "slurm-platform:slurm.login.allowedSourceRanges[0]: must be a CIDR block"),
-    ({"slurm": {"login": {"sshRootPublicKeys": ["not a key"]}}}, "is not an OpenSSH public key line"),
+    (
+        {"slurm": {"login": {"sshRootPublicKeys": ["not a key"]}}},
+        "slurm-platform:slurm.login.sshRootPublicKeys[0]: must be one OpenSSH public key line",
+    ),
     ({"storage": {"jial": {}}}, "slurm-platform:storage.jial: unknown key"),
     ({"clusterr": {}}, "slurm-platform:clusterr: unknown key"),
-    ({"operators": {"gpuOperator": {"version": "24.9.2"}}}, "slurm-platform:operators.gpuOperator.version: String should match pattern"),
-    ({"operators": {"networkOperator": {"version": "v24.10.1"}}}, "slurm-platform:operators.networkOperator.version: String should match pattern"),
+    ({"operators": {"gpuOperator": {"version": "24.9.2"}}}, "slurm-platform:operators.gpuOperator.version: this chart's versions start with v"),
+    (
+        {"operators": {"networkOperator": {"version": "v24.10.1"}}},
+        "slurm-platform:operators.networkOperator.version: this chart's versions have no leading v",
+    ),
     ({"operators": {"soperator": {"version": "1.15.0"}}}, "slurm-platform:operators.soperator.version: Input should be '1.14.10'"),
     (
         {"operators": {"networkOperator": {"nodeFeatureDiscovery": True}}},
@@ -142,15 +148,15 @@ INVALID = [
         "at least one pool needs gpusPerNode > 0",
     ),
     ({"nodePools": [{"name": "gpu"}]}, "slurm-platform:nodePools[0].selector: required but not set"),
-    ({"storage": {"storageClass": {"kind": "nfs"}}}, "kind 'nfs' needs the nfs block"),
+    ({"storage": {"storageClass": {"kind": "nfs"}}}, "slurm-platform:storage.storageClass.nfs: required when kind is 'nfs'"),
     ({"storage": {"storageClass": {"kind": "ceph"}}}, "slurm-platform:storage.storageClass.kind: Input should be 'existing', 'nfs' or 'alibabaNas'"),
     (
         {"storage": {"submounts": [{"name": "data", "mountPath": "/a"}, {"name": "data", "mountPath": "/b"}]}},
-        "submount names must be unique; repeated: data",
+        'slurm-platform:storage.submounts[1].name: must be unique among submounts; got "data"',
     ),
     (
         {"storage": {"submounts": [{"name": "data", "mountPath": "relative"}]}},
-        "slurm-platform:storage.submounts[0].mountPath: String should match pattern",
+        "slurm-platform:storage.submounts[0].mountPath: must be an absolute path",
     ),
     (
         {
@@ -159,15 +165,18 @@ INVALID = [
         },
         "the populate job would erase it; set slurm.populateJail.wipeExistingJailIntended: true",
     ),
-    ({"slurm": {"accounting": {"database": "external"}}}, "database 'external' needs the external block"),
-    ({"ldap": {"tls": {"enabled": True}}}, "tls.enabled needs tls.secretName"),
+    ({"slurm": {"accounting": {"database": "external"}}}, "slurm-platform:slurm.accounting.external: required when database is 'external'"),
+    ({"ldap": {"tls": {"enabled": True}}}, "slurm-platform:ldap.tls.secretName: required when tls.enabled is true"),
     ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: String should match pattern"),
     ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
     (
         {"environment": "prod", "slurm": {"login": {"serviceType": "LoadBalancer"}}},
-        "a production LoadBalancer needs allowedSourceRanges or a private-LB serviceAnnotations entry",
+        "slurm-platform:slurm.login.serviceType: a production LoadBalancer needs allowedSourceRanges or a private-LB entry",
     ),
-    ({"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}}, "slurm.worker.slurmd.gpu is 16"),
+    (
+        {"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}},
+        "slurm-platform:slurm.worker.slurmd.gpu: is more than any GPU pool has per node (8); got 16",
+    ),
 ]
 
 

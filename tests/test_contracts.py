@@ -1,29 +1,58 @@
-"""Contract tests: every rendered SlurmCluster against soperator 1.14.10's CRD,
-every built-in object against the Kubernetes schemas."""
+"""Contract tests: every rendered Slurm custom resource against its upstream
+contract (unknown fields rejected), every built-in object against the
+Kubernetes schemas."""
 
 import copy
+import functools
 
 import pytest
 
 from components.config import parse_config
-from components.slurm_cluster import slurm_cluster_manifest
-from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
+from components.slurm import operator_module, soperator1
+from components.slurm.soperator1 import slurm_cluster_manifest
+from tests.contracts import SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack
+
+
+@functools.cache
+def stack_run(stack):
+    """Each stack run once under mocks for the whole module (runs are plain data)."""
+    return run_stack(stack)
 
 
 def test_contract_file_is_present():
     assert SOPERATOR_CRD.is_file(), f"missing {SOPERATOR_CRD}"
 
 
-@pytest.mark.parametrize("stack", example_stacks())
+SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))).OPERATOR == soperator1.OPERATOR]
+
+
+def test_there_are_soperator_1_14_10_stacks():
+    assert {"dev", "local", "prod-hanoi", "prod-hangzhou"} <= set(SOPERATOR_1_STACKS)
+
+
+@pytest.mark.parametrize("stack", SOPERATOR_1_STACKS)
 def test_slurm_cluster_validates_against_soperator_1_14_10(stack):
     manifest = slurm_cluster_manifest(parse_config(stack_config(stack)))
     assert crd_errors(manifest) == []
 
 
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_custom_resource_meets_its_upstream_contract(stack):
+    run = stack_run(stack)
+    checked = []
+    for resource in run.kubernetes_objects():
+        manifest = resource.inputs
+        if is_builtin(manifest) or manifest["kind"] in UNCONTRACTED or resource.type.startswith("kubernetes:helm.sh"):
+            continue
+        assert contract_errors(manifest) == [], resource.name
+        checked.append(manifest["kind"])
+    assert checked, "no Slurm custom resource found"
+
+
 def test_slurm_cluster_as_registered_validates():
-    run = run_stack("prod-hanoi")
+    run = stack_run("prod-hanoi")
     (cluster,) = run.of_type("kubernetes:slurm.nebius.ai/v1:SlurmCluster")
     assert crd_errors(cluster.inputs) == []
 
@@ -42,11 +71,11 @@ def test_the_contract_catches_a_broken_cluster():
 
 @pytest.mark.parametrize("stack", example_stacks())
 def test_builtin_objects_validate_against_kubernetes(stack):
-    run = run_stack(stack)
+    run = stack_run(stack)
     checked = 0
     for resource in run.kubernetes_objects():
         manifest = resource.inputs
-        if "." in manifest["apiVersion"].split("/")[0] and not manifest["apiVersion"].startswith(("apps/", "storage.k8s.io/")):
+        if not is_builtin(manifest):
             continue  # custom resources: covered by CRD contracts
         if manifest["kind"].endswith("Patch"):
             continue  # patches are partial by design

@@ -7,6 +7,7 @@ same read-only Mapping/Sequence objects the policy engine hands them.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -30,7 +31,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from components.config import parse_config
 from components.ldap import ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
-from components.slurm_cluster import restricted_login_service, slurm_cluster_manifest
+from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
 from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
 
@@ -46,10 +47,15 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 PV = "kubernetes:core/v1:PersistentVolume"
 SERVICE = "kubernetes:core/v1:Service"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+SECRET = "kubernetes:core/v1:Secret"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+SOPERATOR_NODESET = "kubernetes:slurm.nebius.ai/v1alpha1:NodeSet"
+ACK_SLURM_CLUSTER = "kubernetes:kai.alibabacloud.com/v1:SlurmCluster"
+SLINKY_CONTROLLER = "kubernetes:slinky.slurm.net/v1beta1:Controller"
+SLINKY_NODESET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
 CHART = "kubernetes:helm.sh/v4:Chart"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 GI = 2**30
@@ -148,7 +154,7 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 10
+    assert len(POLICIES) == len(ALL_POLICIES) == 13
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")
@@ -592,7 +598,7 @@ def test_load_balancers_reject_an_open_service():
 def test_load_balancers_reject_an_open_source_range():
     one(
         check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ["10.0.0.0/8", "0.0.0.0/0"]})),
-        "loadBalancerSourceRanges ['10.0.0.0/8', '0.0.0.0/0'] include an open range",
+        "loadBalancerSourceRanges ['10.0.0.0/8', '0.0.0.0/0'] together cover the whole IPv4 internet",
     )
 
 
@@ -608,6 +614,38 @@ def test_load_balancers_reject_an_open_source_range():
 )
 def test_load_balancers_accept_private_annotations(annotations):
     assert check("restricted-load-balancers", lb_service(annotations=annotations)) == []
+
+
+@pytest.mark.parametrize(
+    "ranges,family",
+    [
+        (["1.2.3.4/0"], "IPv4"),  # host bits do not narrow a /0
+        (["0:0:0:0:0:0:0:0/0"], "IPv6"),
+        (["0.0.0.0/1", "128.0.0.0/1"], "IPv4"),  # together: everything
+        (["::ffff:0.0.0.0/96"], "IPv4"),  # every IPv4 host, IPv4-mapped
+        (["10.0.0.0/8", "0000::/0"], "IPv6"),
+    ],
+)
+def test_load_balancers_judge_ranges_by_what_they_cover(ranges, family):
+    one(
+        check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ranges})),
+        f"together cover the whole {family} internet",
+    )
+
+
+def test_load_balancers_accept_narrow_ranges_however_spelled():
+    narrow = ["0.0.0.0/1", "203.0.113.0/24", "2001:db8::/33"]
+    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": narrow})) == []
+
+
+def test_load_balancers_an_internet_address_type_is_public():
+    one(
+        check(
+            "restricted-load-balancers",
+            lb_service(annotations={"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}),
+        ),
+        "no private-LB annotation",
+    )
 
 
 def test_load_balancers_reject_a_wrong_annotation_value():
@@ -700,8 +738,14 @@ def config_map(data, name="cm"):
 
 
 def test_secrets_accept_our_ldap_client_config(hanoi):
-    data = {"nslcd.conf": nslcd_conf(hanoi.ldap, "fpt-hpc"), "ldap.conf": "BASE dc=x\n"}
-    assert check("no-secrets-in-plain-config", config_map(data)) == []
+    assert check("no-secrets-in-plain-config", config_map({"ldap.conf": "BASE dc=x\n"})) == []
+
+
+def test_secrets_reject_nslcd_conf_in_a_config_map(hanoi):
+    one(
+        check("no-secrets-in-plain-config", config_map({"nslcd.conf": nslcd_conf(hanoi.ldap, "fpt-hpc", "hunter2")})),
+        "the value of data key 'nslcd.conf' contains secret material (matches '\\bbindpw\\b')",
+    )
 
 
 @pytest.mark.parametrize("key", ["munge.key", "LDAP_ADMIN_PASSWORD", "api-token", "tls-private-key", "db_passwd"])
@@ -730,6 +774,61 @@ def test_secrets_reject_sssd_conf_in_a_config_map(hanoi):
 )
 def test_secrets_reject_secret_values(value, marker):
     one(check("no-secrets-in-plain-config", config_map({"conf": value})), "contains secret material", marker)
+
+
+# Credentials from the stack config: the engine hands the pack the stack config in PULUMI_CONFIG.
+HELM_PASSWORD = "Zq8-helm-db-password"
+STACK_CONFIG = {
+    "slurm-platform:operators": json.dumps({"gpuOperator": {"values": {"db": {"password": HELM_PASSWORD}}}}),
+    "slurm-platform:slurm": json.dumps({"accounting": {"external": {"passwordSecretName": "slurm-accounting-db"}}}),
+}
+
+
+@pytest.fixture
+def stack_config_env(monkeypatch):
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(STACK_CONFIG))
+
+
+def secret_object(data, secret_outputs=()):
+    props = {"metadata": {"name": "db", "namespace": "fpt-hpc"}, "stringData": data}
+    opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), list(secret_outputs), None)
+    return PolicyResource(SECRET, unknown_checking_proxy(props), "urn:pulumi:test::slurm-platform::secret::db", "db", opts, None, None, [], {})
+
+
+def test_config_credentials_are_credential_leaves_not_references():
+    from slurm_policies.safety import config_credentials
+
+    assert config_credentials(STACK_CONFIG) == {HELM_PASSWORD: "slurm-platform:operators.gpuOperator.values.db.password"}
+
+
+def test_secrets_reject_a_config_credential_in_a_config_map(stack_config_env):
+    one(
+        check("no-secrets-in-plain-config", config_map({"app.ini": f"[db]\nuser = x\npass = {HELM_PASSWORD}\n"})),
+        "ConfigMap fpt-hpc/cm: data key 'app.ini' carries the credential from stack config "
+        "slurm-platform:operators.gpuOperator.values.db.password in plain text",
+    )
+
+
+def test_secrets_reject_a_config_credential_in_an_env_literal(stack_config_env):
+    pod = {"containers": [{"name": "app", "env": [{"name": "DB_URL", "value": f"mysql://u:{HELM_PASSWORD}@db/x"}]}]}
+    deployment = {"metadata": {"name": "d"}, "spec": {"template": {"spec": pod}}}
+    one(check("no-secrets-in-plain-config", resource(DEPLOYMENT, deployment)), "env DB_URL carries the credential from stack config")
+
+
+def test_secrets_reject_a_config_credential_in_a_plain_secret(stack_config_env):
+    one(
+        check("no-secrets-in-plain-config", secret_object({"password": HELM_PASSWORD})),
+        "Secret fpt-hpc/db: stringData key 'password' carries the credential from stack config",
+        "is not marked secret",
+    )
+    encoded = {"metadata": {"name": "db"}, "data": {"password": base64.b64encode(HELM_PASSWORD.encode()).decode()}}
+    one(check("no-secrets-in-plain-config", resource(SECRET, encoded)), "data key 'password' carries the credential")
+    assert check("no-secrets-in-plain-config", secret_object({"password": HELM_PASSWORD}, ["data", "stringData"])) == []
+
+
+def test_secrets_ignore_credentials_without_stack_config(monkeypatch):
+    monkeypatch.delenv("PULUMI_CONFIG", raising=False)
+    assert check("no-secrets-in-plain-config", secret_object({"password": HELM_PASSWORD})) == []
 
 
 def test_secrets_accept_certificates_in_config_maps():
@@ -960,7 +1059,8 @@ def run_pack(resources: list[PolicyResource], env: str) -> dict[str, list[str]]:
 def test_every_example_stack_passes_its_policy_config(mocked_stacks, stack_name):
     resources = mocked_stacks[stack_name]
     types = {r.resource_type for r in resources}
-    assert {SLURM_CLUSTER, PVC, STATEFUL_SET, CONFIG_MAP} <= types
+    operator_types = {SLURM_CLUSTER, ACK_SLURM_CLUSTER, SLINKY_CONTROLLER, SLINKY_NODESET, SOPERATOR_NODESET}
+    assert types & operator_types and {PVC, STATEFUL_SET, CONFIG_MAP} <= types
     violations = {name: messages for name, messages in run_pack(resources, stack_name).items() if messages}
     assert violations == {}
 

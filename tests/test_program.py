@@ -4,6 +4,7 @@ import pytest
 
 from components.config import parse_config
 from components.platform import build_platform
+from components.slurm import operator_module
 from tests.harness import example_stacks, run_under_mocks, stack_config
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -23,9 +24,16 @@ def stack_run(request):
 
 
 def test_one_slurm_cluster_with_fixed_claims(stack_run):
-    _, run = stack_run
-    (cluster,) = run.of_type(SLURM_CLUSTER)
+    stack, run = stack_run
+    config = parse_config(stack_config(stack))
     claims = {r.inputs["metadata"]["name"] for r in run.of_type(PVC)}
+    if not config.uses_jail:
+        # ACK and Slinky pods have their own root file system: only shared submounts (and ACK's /home).
+        home = {config.slurm.ack.home.claim_name} if config.slurm.ack and config.slurm.ack.home else set()
+        assert claims == {sub.claim_name for sub in config.storage.submounts} | home
+        assert not run.of_type(SLURM_CLUSTER)
+        return
+    (cluster,) = run.of_type(SLURM_CLUSTER)
     assert {"jail-pvc", "controller-spool-pvc"} <= claims
     sources = {s["persistentVolumeClaim"]["claimName"] for s in cluster.inputs["spec"]["volumeSources"]}
     assert sources == claims
@@ -68,15 +76,21 @@ def test_outputs(stack_run):
     outputs = run.outputs
     assert outputs["namespace"] == config.cluster.namespace
     assert outputs["clusterName"] == config.cluster.name
-    assert outputs["pvcNames"]["jail"] == "jail-pvc" and outputs["pvcNames"]["controller-spool"] == "controller-spool-pvc"
-    assert outputs["mungeSecretName"] == f"{config.cluster.name}-munge"
+    module = operator_module(config)
+    if config.uses_jail:
+        assert outputs["pvcNames"]["jail"] == "jail-pvc" and outputs["pvcNames"]["controller-spool"] == "controller-spool-pvc"
+    assert outputs["pvcNames"] == {sub.name: sub.claim_name for sub in config.storage.submounts} | outputs["pvcNames"]
+    assert outputs["mungeSecretName"] == (f"{config.cluster.name}-munge" if module.USES_MUNGE else None)
     assert outputs["sshCommand"].startswith("ssh ")
-    assert outputs["workerNodes"] == [f"worker-{i}" for i in range(config.slurm.worker.size)]
+    assert outputs["workerNodes"] == module.worker_nodes(config) and outputs["workerNodes"]
     assert outputs["ldapUri"].startswith("ldap://ldap-service.")
     assert set(outputs["chartVersions"]) == {r.name.removeprefix("operators-") for r in run.of_type(CHART)}
     assert set(outputs["installedCharts"]) == set(outputs["chartVersions"])
-    assert outputs["slurmServices"]["controller"] == f"{config.cluster.name}-controller-svc"
-    assert outputs["slurmServices"]["login"] == f"{config.cluster.name}-login-svc"
+    if module.OPERATOR == "soperator 1.14.10":
+        assert outputs["slurmServices"]["controller"] == f"{config.cluster.name}-controller-svc"
+        assert outputs["slurmServices"]["login"] == f"{config.cluster.name}-login-svc"
+    else:
+        assert outputs["slurmServices"] == {"ssh": module.login_service_name(config)}
     assert outputs["mungeKeyRotation"] == config.slurm.munge_key_rotation
 
 

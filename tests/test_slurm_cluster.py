@@ -3,7 +3,7 @@
 import re
 
 from components.config import parse_config
-from components.slurm_cluster import (
+from components.slurm.soperator1 import (
     WAIT_FOR_ANNOTATION,
     login_address,
     not_ready_message,
@@ -12,7 +12,7 @@ from components.slurm_cluster import (
     scale_down_warning,
     service_names,
     slurm_cluster_manifest,
-    ssh_command,
+    ssh_line,
     worker_node_names,
 )
 from tests.contracts import SOPERATOR_CRD, crd_schema
@@ -123,11 +123,11 @@ def test_login_address_comes_from_the_live_service():
 
 
 def test_ssh_command_is_a_plain_ssh_line():
-    assert ssh_command("198.51.100.20", 22) == "ssh root@198.51.100.20"
-    assert ssh_command("login.hpc.example.vn", 31022) == "ssh -p 31022 root@login.hpc.example.vn"
-    assert ssh_command(None, 30022) == "ssh -p 30022 root@<any-node-ip>"
-    assert ssh_command(None, 22) == "ssh root@<pending address>"
-    for command in (ssh_command("h", 22), ssh_command(None, 30022)):
+    assert ssh_line("198.51.100.20", 22) == "ssh root@198.51.100.20"
+    assert ssh_line("login.hpc.example.vn", 31022) == "ssh -p 31022 root@login.hpc.example.vn"
+    assert ssh_line(None, 30022) == "ssh -p 30022 root@<any-node-ip>"
+    assert ssh_line(None, 22) == "ssh root@<pending address>"
+    for command in (ssh_line("h", 22), ssh_line(None, 30022)):
         assert "kubectl" not in command and "$(" not in command
 
 

@@ -7,10 +7,10 @@ and lists), so every helper here tests for the abstract types.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 from pulumi_policy import PolicyResource, StackValidationArgs
 
 # --- resource types, as the engine names them --------------------------------
@@ -23,6 +23,15 @@ SECRET = "kubernetes:core/v1:Secret"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+# The other Slurm operators' resources (soperator 4.x workers, ACK, Slinky).
+SOPERATOR_NODESET = "kubernetes:slurm.nebius.ai/v1alpha1:NodeSet"
+ACK_SLURM_CLUSTER = "kubernetes:kai.alibabacloud.com/v1:SlurmCluster"
+SLINKY_CONTROLLER = "kubernetes:slinky.slurm.net/v1beta1:Controller"
+SLINKY_NODESET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
+SLINKY_LOGINSET = "kubernetes:slinky.slurm.net/v1beta1:LoginSet"
+SLINKY_ACCOUNTING = "kubernetes:slinky.slurm.net/v1beta1:Accounting"
+SLINKY_RESTAPI = "kubernetes:slinky.slurm.net/v1beta1:RestApi"
+MARIADB = "kubernetes:k8s.mariadb.com/v1alpha1:MariaDB"
 CHART_TYPES = (
     "kubernetes:helm.sh/v4:Chart",
     "kubernetes:helm.sh/v3:Chart",
@@ -114,43 +123,13 @@ def violation(problem: str, fix: str) -> str:
 
 # --- quantities ---------------------------------------------------------------------
 
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE](?P<exponent>[+-]?[0-9]+))?$"
-)
-_SUFFIX = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-}
-
 
 def quantity(value: Any) -> float:
     """A Kubernetes resource quantity ("100Gi", "110000m", "1.5", "8", 8, "1e3") as a number.
 
-    Raises ValueError for anything else.
+    The same parser as the stack config (kube_rules); raises ValueError for anything else.
     """
-    if isinstance(value, bool):
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    number = float(match.group("number"))
-    if match.group("exponent") is not None:
-        return number * 10 ** int(match.group("exponent"))
-    return number * _SUFFIX.get(match.group("suffix") or "", 1)
+    return float(kube_rules.parse_quantity(value))
 
 
 def maybe_quantity(value: Any) -> Optional[float]:
@@ -203,3 +182,24 @@ def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyReso
 
 def stack_config(args: StackValidationArgs) -> Mapping[str, Any]:
     return args.get_config() or {}
+
+
+# --- ACK pod templates ------------------------------------------------------------------
+
+ACK_TEMPLATE_ROLES = ("headGroupSpec", "slurmctld", "slurmdbd", "slurmrestd")
+
+
+def ack_templates(cluster: Any) -> list[tuple[str, int, Any]]:
+    """(where, replicas, pod template) of every pod kind an ACK SlurmCluster runs."""
+    spec = get(cluster, "spec", default={})
+    found = []
+    for role in ACK_TEMPLATE_ROLES:
+        part = get(spec, role)
+        if is_map(part):
+            replicas = get(part, "replicas", default=1)
+            found.append((f"spec.{role}", int(replicas) if isinstance(replicas, (int, float)) else 1, get(part, "template")))
+    for i, group in enumerate(elements(get(spec, "workerGroupSpecs"))):
+        name = get(group, "groupName", default=str(i))
+        replicas = get(group, "replicas", default=0)
+        found.append((f"workerGroupSpecs[{name}]", int(replicas) if isinstance(replicas, (int, float)) else 0, get(group, "template")))
+    return found

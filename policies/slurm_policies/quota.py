@@ -26,12 +26,21 @@ from pulumi_policy import (
 )
 
 from .common import (
+    ACK_SLURM_CLUSTER,
     DEPLOYMENT,
     GI,
+    MARIADB,
     PVC,
     SERVICE,
+    SLINKY_ACCOUNTING,
+    SLINKY_CONTROLLER,
+    SLINKY_LOGINSET,
+    SLINKY_NODESET,
+    SLINKY_RESTAPI,
     SLURM_CLUSTER,
+    SOPERATOR_NODESET,
     STATEFUL_SET,
+    ack_templates,
     config_value,
     display,
     elements,
@@ -61,7 +70,7 @@ SLURM_CONTAINERS = {
     "controller": ("slurmctld", "munge"),
     "worker": ("slurmd", "munge"),
     "login": ("sshd", "munge"),
-    "exporter": ("exporter", "munge"),
+    "exporter": ("exporter", "exporterContainer", "munge"),  # exporterContainer: 4.x
     "accounting": ("slurmdbd", "munge"),
 }
 OPTIONAL_NODES = ("exporter", "accounting")
@@ -193,10 +202,70 @@ def add_slurm_cluster(demand: Demand, cluster: Any, label: str) -> None:
         demand.add("loadBalancers", 1, f"SlurmCluster {label} login sshdServiceType LoadBalancer")
 
 
+# Slinky CRs: (container fields, replicas field or None for one pod).
+SLINKY_PODS = {
+    SLINKY_CONTROLLER: (("slurmctld",), None),
+    SLINKY_NODESET: (("slurmd",), "replicas"),
+    SLINKY_LOGINSET: (("login",), "replicas"),
+    SLINKY_ACCOUNTING: (("slurmdbd",), None),
+    SLINKY_RESTAPI: (("slurmrestd",), "replicas"),
+}
+
+
+def add_soperator_nodeset(demand: Demand, nodeset: Any, label: str) -> None:
+    """soperator 4.x workers: replicas x (slurmd + munge + sssd), and a spool claim per worker."""
+    spec = get(nodeset, "spec", default={})
+    replicas = count(get(spec, "replicas"), default=1)
+    shape = PodShape()
+    for container in ("slurmd", "munge", "sssd"):
+        shape.add(get(spec, container, "resources"))
+    demand.add_pods(replicas, shape, f"NodeSet {label}")
+    template = get(spec, "slurmd", "volumes", "spool", "ephemeral", "volumeClaimTemplate", "spec")
+    if is_map(template):
+        demand.add_claims(replicas, storage_gi(template), f"NodeSet {label} spool")
+
+
+def add_ack_cluster(demand: Demand, cluster: Any, label: str) -> None:
+    """ACK: every pod template (head, slurmdbd, restd) times its replicas, worker groups included."""
+    for where, replicas, template in ack_templates(cluster):
+        demand.add_pods(replicas, container_shape(get(template, "spec", "containers")), f"SlurmCluster {label} {where}")
+
+
+def add_slinky(demand: Demand, resource_type: str, props: Any, label: str) -> None:
+    containers, replicas_field = SLINKY_PODS[resource_type]
+    spec = get(props, "spec", default={})
+    replicas = count(get(spec, replicas_field), default=1) if replicas_field else 1
+    shape = container_shape(get(spec, "template", "spec", "containers"))
+    for container in containers:
+        shape.add(get(spec, container, "resources"))
+    kind = resource_type.rsplit(":", 1)[-1]
+    demand.add_pods(replicas, shape, f"{kind} {label}")
+    persistence = get(spec, "persistence")
+    if is_map(persistence) and get(persistence, "enabled") is True and not get(persistence, "existingClaim"):
+        demand.add_claims(1, storage_gi(persistence), f"{kind} {label} persistence")
+    if get(spec, "service", "spec", "type") == "LoadBalancer":
+        demand.add("loadBalancers", 1, f"{kind} {label} service")
+
+
+def add_mariadb(demand: Demand, mariadb: Any, label: str) -> None:
+    size = maybe_quantity(get(mariadb, "spec", "storage", "size"))
+    replicas = count(get(mariadb, "spec", "replicas"), default=1)
+    if size:
+        demand.add_claims(replicas, size / GI, f"MariaDB {label} storage")
+
+
 def stack_demand(resources: list[Any]) -> Demand:
     demand = Demand()
     for cluster in of_type(resources, SLURM_CLUSTER):
         add_slurm_cluster(demand, cluster.props, display(cluster.props, cluster.name))
+    for nodeset in of_type(resources, SOPERATOR_NODESET):
+        add_soperator_nodeset(demand, nodeset.props, display(nodeset.props, nodeset.name))
+    for cluster in of_type(resources, ACK_SLURM_CLUSTER):
+        add_ack_cluster(demand, cluster.props, display(cluster.props, cluster.name))
+    for resource in of_type(resources, *SLINKY_PODS):
+        add_slinky(demand, resource.resource_type, resource.props, display(resource.props, resource.name))
+    for mariadb in of_type(resources, MARIADB):
+        add_mariadb(demand, mariadb.props, display(mariadb.props, mariadb.name))
     for workload in of_type(resources, STATEFUL_SET, DEPLOYMENT):
         spec = get(workload.props, "spec", default={})
         replicas = count(get(spec, "replicas"), default=1)
@@ -340,7 +409,65 @@ def gpu_pools(config: Mapping[str, Any]) -> list[Pool]:
     return [pool for pool in pools if pool.gpus > 0]
 
 
+def worker_sets(resource_type: str, props: Any) -> list[tuple[str, str, int, PodShape]]:
+    """(what, pool name, workers, pod shape) of per-pool workers: soperator 4.x and Slinky NodeSets
+    (named after their pool) and ACK worker groups (groupName = pool)."""
+    name = str(get(props, "metadata", "name", default=""))
+    spec = get(props, "spec", default={})
+    if resource_type == SOPERATOR_NODESET:
+        shape = PodShape()
+        for container in ("slurmd", "munge", "sssd"):
+            shape.add(get(spec, container, "resources"))
+        return [(f"NodeSet {display(props)}", name, count(get(spec, "replicas"), default=1), shape)]
+    if resource_type == SLINKY_NODESET:
+        shape = container_shape(get(spec, "template", "spec", "containers")).add(get(spec, "slurmd", "resources"))
+        return [(f"NodeSet {display(props)}", name, count(get(spec, "replicas"), default=1), shape)]
+    if resource_type == ACK_SLURM_CLUSTER:
+        return [
+            (
+                f"SlurmCluster {display(props)} {where}",
+                where.removeprefix("workerGroupSpecs[").rstrip("]"),
+                replicas,
+                container_shape(get(template, "spec", "containers")),
+            )
+            for where, replicas, template in ack_templates(props)
+            if where.startswith("workerGroupSpecs")
+        ]
+    return []
+
+
+def validate_worker_sets(args: ResourceValidationArgs, report: ReportViolation, pools: list[Pool]) -> None:
+    for what, pool_name, workers, pod in worker_sets(args.resource_type, args.props):
+        matching = [pool for pool in pools if pool.name == pool_name] or pools
+        fitting = [pool for pool in matching if pool.fits(pod)]
+        if not fitting:
+            report(
+                violation(
+                    f"{what}: a worker pod asks {pod.describe()}, more than a node of GPU pool "
+                    f"{', '.join(p.describe() for p in matching)} has; workers would stay Pending",
+                    "lower slurm.worker.slurmd / slurm.worker.munge requests to fit the node's allocatable",
+                ),
+                None,
+            )
+            continue
+        capacity = sum(pool.nodes for pool in fitting)
+        if workers > capacity:
+            report(
+                violation(
+                    f"{what}: {workers} workers exceed the {capacity} node(s) of GPU pool "
+                    f"{', '.join(p.name for p in fitting)}; each worker takes a whole GPU node",
+                    f"set nodePools[{pool_name}].slurmWorkers to at most {capacity}, or add nodes to the pool",
+                ),
+                None,
+            )
+
+
 def validate_worker_node_fit(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in (SOPERATOR_NODESET, SLINKY_NODESET, ACK_SLURM_CLUSTER):
+        config = args.get_config()
+        if config_value(config, "nodePools", {}):
+            validate_worker_sets(args, report, gpu_pools(config))
+        return
     if args.resource_type != SLURM_CLUSTER:
         return
     config = args.get_config()
@@ -404,7 +531,7 @@ _POOL_SCHEMA = {
 
 worker_node_fit = ResourceValidationPolicy(
     name="slurm-worker-node-fit",
-    description="A Slurm worker pod fits one GPU node, and the GPU pools have a node for every worker.",
+    description="A Slurm worker pod (SlurmCluster worker, NodeSet, ACK worker group) fits one GPU node, and the GPU pools have a node for every worker.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_worker_node_fit,
     config_schema=PolicyConfigSchema(

@@ -3,10 +3,15 @@ secrets in plain config, pinned operator charts."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
+import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
+import pulumi
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
@@ -24,7 +29,9 @@ from .common import (
     POD_TEMPLATE_TYPES,
     PV,
     PVC,
+    SECRET,
     SERVICE,
+    SLINKY_LOGINSET,
     SLURM_CLUSTER,
     config_value,
     display,
@@ -41,25 +48,14 @@ from .common import (
 # ---------------------------------------------------------------------------
 # restricted-load-balancers
 
-DEFAULT_PRIVATE_LB_ANNOTATIONS = {
-    "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
-    "networking.gke.io/load-balancer-type": "Internal",
-    "cloud.google.com/load-balancer-type": "Internal",
-    "service.beta.kubernetes.io/azure-load-balancer-internal": "true",
-    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
-    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
-}
-DEFAULT_OPEN_RANGES = ["0.0.0.0/0", "::/0"]
+# The stack config judges the login's annotations against the same list.
+DEFAULT_PRIVATE_LB_ANNOTATIONS = kube_rules.PRIVATE_LB_ANNOTATIONS
 SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges"
 LOGIN_COMPONENT = ("app.kubernetes.io/component", "login")
 
 
 def private_annotation(annotations: Any, private: Mapping[str, str]) -> Optional[str]:
-    for key, value in items(annotations):
-        expected = private.get(key)
-        if expected is not None and str(value).strip().lower() == str(expected).strip().lower():
-            return key
-    return None
+    return kube_rules.private_lb_annotation(annotations, dict(private))
 
 
 def source_ranges(props: Any) -> list[str]:
@@ -70,26 +66,30 @@ def source_ranges(props: Any) -> list[str]:
     return ranges
 
 
-def restricted(props: Any, open_ranges: set[str]) -> bool:
+def open_to(ranges: list[str]) -> list[str]:
+    """The address families the ranges open completely, judged numerically (1.2.3.4/0 is 0.0.0.0/0)."""
+    return kube_rules.open_families(ranges)
+
+
+def restricted(props: Any) -> bool:
     ranges = source_ranges(props)
-    return bool(ranges) and not open_ranges & set(ranges)
+    return bool(ranges) and not open_to(ranges)
 
 
 def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) -> None:
     config = stack_config(args)
     private = dict(config_value(config, "privateLoadBalancerAnnotations", DEFAULT_PRIVATE_LB_ANNOTATIONS))
-    open_ranges = set(config_value(config, "openSourceRanges", DEFAULT_OPEN_RANGES))
     accept_companion = bool(config_value(config, "acceptCompanionService", False))
     # Deterministic example (config maps arrive in no particular order): the defaults' order first.
     preferred = [k for k in DEFAULT_PRIVATE_LB_ANNOTATIONS if k in private] + sorted(private)
     example = (preferred[0], private[preferred[0]]) if preferred else ("<annotation>", "<value>")
     lb_services = [s for s in of_type(args.resources, SERVICE) if get(s.props, "spec", "type") == "LoadBalancer"]
     for service in lb_services:
-        if restricted(service.props, open_ranges) or private_annotation(get(service.props, "metadata", "annotations"), private):
+        if restricted(service.props) or private_annotation(get(service.props, "metadata", "annotations"), private):
             continue
         ranges = source_ranges(service.props)
         problem = (
-            f"loadBalancerSourceRanges {ranges} include an open range"
+            f"loadBalancerSourceRanges {ranges} together cover the whole {' and '.join(open_to(ranges))} internet"
             if ranges
             else "it has no loadBalancerSourceRanges and no private-LB annotation"
         )
@@ -101,15 +101,33 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
             ),
             service.urn,
         )
+    for loginset in of_type(args.resources, SLINKY_LOGINSET):
+        service = get(loginset.props, "spec", "service", default={})
+        if get(service, "spec", "type") != "LoadBalancer":
+            continue
+        if restricted(service) or private_annotation(get(service, "metadata", "annotations"), private):
+            continue
+        report(
+            violation(
+                f"LoginSet {display(loginset.props, loginset.name)} exposes SSH through a LoadBalancer reachable from "
+                "the internet: spec.service has no restricting loadBalancerSourceRanges and no private-LB annotation",
+                "set slurm.login.allowedSourceRanges (rendered into spec.service.spec.loadBalancerSourceRanges), or a "
+                f'private-LB annotation such as {example[0]}: "{example[1]}" in slurm.login.serviceAnnotations',
+            ),
+            loginset.urn,
+        )
     for cluster in of_type(args.resources, SLURM_CLUSTER):
         login = get(slurm_nodes(cluster.props), "login")
         if get(login, "sshdServiceType") != "LoadBalancer":
             continue
         if private_annotation(get(login, "sshdServiceAnnotations"), private):
             continue
+        # soperator 4.x restricts its own login Service.
+        if restricted({"spec": {"loadBalancerSourceRanges": get(login, "sshdServiceLoadBalancerSourceRanges", default=[])}}):
+            continue
         namespace = namespace_of(cluster.props)
         if accept_companion and any(
-            restricted(s.props, open_ranges)
+            restricted(s.props)
             and get(s.props, "spec", "selector", LOGIN_COMPONENT[0]) == LOGIN_COMPONENT[1]
             and (namespace is None or namespace_of(s.props) in (None, namespace))
             for s in lb_services
@@ -131,7 +149,7 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
 
 restricted_load_balancers = StackValidationPolicy(
     name="restricted-load-balancers",
-    description="LoadBalancer Services (ours and the SlurmCluster's login Service) are restricted by source ranges or private.",
+    description="LoadBalancer Services (ours, the SlurmCluster's login Service, Slinky LoginSets') are restricted by source ranges or private.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_load_balancers,
     config_schema=PolicyConfigSchema(
@@ -141,12 +159,6 @@ restricted_load_balancers = StackValidationPolicy(
                 "additionalProperties": {"type": "string"},
                 "default": DEFAULT_PRIVATE_LB_ANNOTATIONS,
                 "description": "Annotation key -> value (case-insensitive) that makes a cloud load balancer internal.",
-            },
-            "openSourceRanges": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": DEFAULT_OPEN_RANGES,
-                "description": "Source ranges that count as unrestricted.",
             },
             "acceptCompanionService": {
                 "type": "boolean",
@@ -225,6 +237,52 @@ protect_data_volumes = ResourceValidationPolicy(
 DEFAULT_SECRET_NAME_PATTERN = r"password|passwd|secret|token|munge|authtok|private.?key"
 DEFAULT_SECRET_VALUE_PATTERNS = [r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY", r"ldap_default_authtok", r"\bbindpw\b"]
 DEFAULT_ALLOWED_NAME_PATTERN = r"(_FILE|_PATH|_DIR|_NAME)$"
+# Stack config keys that hold a credential, and those that only name or point at one.
+CREDENTIAL_KEY = re.compile(r"password|passwd|pwd|secret|token|authtok|bindpw|credential|api.?key|private.?key", re.IGNORECASE)
+REFERENCE_KEY = re.compile(r"(name|key|ref|file|path|dir|length)$", re.IGNORECASE)
+DEFAULT_MIN_CREDENTIAL_LENGTH = 8
+SECRET_FIELDS = ("data", "stringData")
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            yield from _leaves(child, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _leaves(child, f"{path}[{index}]")
+    else:
+        yield path, value
+
+
+def config_credentials(stack_config: Mapping[str, Any], min_length: int = DEFAULT_MIN_CREDENTIAL_LENGTH) -> dict[str, str]:
+    """credential value -> the stack config key that holds it.
+
+    The engine hands a policy pack the stack's config (decrypted) in PULUMI_CONFIG;
+    a credential is a string leaf under a key named like one (password, token, ...)
+    that does not merely name or point at one (passwordSecretName, tokenFile).
+    """
+    found: dict[str, str] = {}
+    for full_key, raw in stack_config.items():
+        try:
+            value = json.loads(raw) if isinstance(raw, str) and raw[:1] in "[{" else raw
+        except ValueError:
+            value = raw
+        for path, leaf in _leaves(value, str(full_key)):
+            last = re.split(r"[.:\[]", path)[-1]
+            if isinstance(leaf, str) and len(leaf) >= min_length and CREDENTIAL_KEY.search(last) and not REFERENCE_KEY.search(last):
+                found.setdefault(leaf, path)
+    return found
+
+
+def _texts(field: str, value: Any) -> str:
+    """A Secret's `data` is base64: compare decoded text."""
+    if field == "data":
+        try:
+            return base64.b64decode(str(value), validate=True).decode("utf-8", "replace")
+        except (ValueError, binascii.Error):
+            return str(value)
+    return str(value)
 
 
 def pod_specs(resource_type: str, props: Any) -> list[tuple[str, Any]]:
@@ -236,9 +294,15 @@ def pod_specs(resource_type: str, props: Any) -> list[tuple[str, Any]]:
 
 
 def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != CONFIG_MAP and args.resource_type not in POD_TEMPLATE_TYPES:
+    if args.resource_type not in (CONFIG_MAP, SECRET, *POD_TEMPLATE_TYPES):
         return
     config = args.get_config()
+    credentials = config_credentials(pulumi.runtime.get_config_env(), int(config_value(config, "minCredentialLength", DEFAULT_MIN_CREDENTIAL_LENGTH)))
+
+    def from_config(text: Any) -> Optional[str]:
+        """The config key whose credential appears in `text`, if any."""
+        return next((key for value, key in credentials.items() if value in str(text)), None)
+
     name_pattern = re.compile(config_value(config, "secretNamePattern", DEFAULT_SECRET_NAME_PATTERN), re.IGNORECASE)
     value_patterns = [re.compile(p, re.IGNORECASE) for p in config_value(config, "secretValuePatterns", DEFAULT_SECRET_VALUE_PATTERNS)]
     allowed_names = set(config_value(config, "allowedNames", []))
@@ -247,6 +311,26 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
 
     def suspicious_name(name: str) -> bool:
         return name not in allowed_names and not allowed_pattern.search(name) and bool(name_pattern.search(name))
+
+    if args.resource_type == SECRET:
+        # A Secret may hold a credential, but then its data must be a Pulumi secret
+        # too, or the value sits in plain text in the state and in previews.
+        if set(SECRET_FIELDS) <= set(args.opts.additional_secret_outputs or []):
+            return
+        for field in SECRET_FIELDS:
+            for key, value in items(get(args.props, field)):
+                source = from_config(_texts(field, value))
+                if source:
+                    report(
+                        violation(
+                            f"Secret {label}: {field} key '{key}' carries the credential from stack config {source} "
+                            "while the Secret's data is not marked secret, so it is stored in plain text in the state",
+                            "set the config value with `pulumi config set --secret` and declare the Secret with "
+                            "additional_secret_outputs=['data', 'stringData']",
+                        ),
+                        None,
+                    )
+        return
 
     if args.resource_type == CONFIG_MAP:
         fix = "move it into a Secret (a Pulumi secret) and mount or reference that Secret instead"
@@ -259,6 +343,13 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
                             "and anyone who can read the namespace can read them",
                             fix,
                         ),
+                        None,
+                    )
+                    continue
+                source = from_config(value)
+                if source:
+                    report(
+                        violation(f"ConfigMap {label}: {field} key '{key}' carries the credential from stack config {source} in plain text", fix),
                         None,
                     )
                     continue
@@ -277,7 +368,21 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
                 for env in elements(get(container, "env")):
                     name = str(get(env, "name", default=""))
                     value = get(env, "value")
-                    if value in (None, "") or not suspicious_name(name):
+                    if value in (None, ""):
+                        continue
+                    source = from_config(value)
+                    if source:
+                        report(
+                            violation(
+                                f"{args.resource_type.rsplit(':', 1)[-1]} {label}: {base}.{group}"
+                                f"[{get(container, 'name', default='?')}] env {name} carries the credential from stack "
+                                f"config {source} as a literal value",
+                                "put it in a Secret and use env[].valueFrom.secretKeyRef",
+                            ),
+                            None,
+                        )
+                        continue
+                    if not suspicious_name(name):
                         continue
                     report(
                         violation(
@@ -292,7 +397,8 @@ def validate_no_plain_secrets(args: ResourceValidationArgs, report: ReportViolat
 
 no_plain_secrets = ResourceValidationPolicy(
     name="no-secrets-in-plain-config",
-    description="No secret values in ConfigMaps or literal container env values; secrets live in Secrets.",
+    description="No secret values in ConfigMaps or literal container env values, and no stack config credential "
+    "in a ConfigMap, an env literal or a Secret whose data is not a Pulumi secret.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_no_plain_secrets,
     config_schema=PolicyConfigSchema(
@@ -319,6 +425,12 @@ no_plain_secrets = ResourceValidationPolicy(
                 "default": DEFAULT_ALLOWED_NAME_PATTERN,
                 "description": "Regex of names that point at a secret rather than hold one (e.g. *_FILE).",
             },
+            "minCredentialLength": {
+                "type": "integer",
+                "minimum": 1,
+                "default": DEFAULT_MIN_CREDENTIAL_LENGTH,
+                "description": "Shortest stack config credential looked for in Secrets, ConfigMaps and env literals.",
+            },
         }
     ),
 )
@@ -327,7 +439,6 @@ no_plain_secrets = ResourceValidationPolicy(
 # ---------------------------------------------------------------------------
 # pinned-chart-versions
 
-PINNED_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 LOCAL_CHART = ("/", "./", "../", "file://")
 STACK = "pulumi:pulumi:Stack"
 DEFAULT_VERSIONS_OUTPUT = "chartVersions"
@@ -336,7 +447,7 @@ PIN_FIX = "pin an exact chart version (e.g. 1.14.10 or v24.9.2) in the stack's o
 
 def unpinned(version: str) -> Optional[str]:
     """Why `version` is not a pin, or None when it is one."""
-    if PINNED_VERSION.match(version):
+    if kube_rules.is_exact_version(version):
         return None
     if not version:
         return "has no version, so every deployment installs whatever is newest"

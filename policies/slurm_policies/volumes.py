@@ -314,6 +314,8 @@ def validate_submounts_consistent(args: ResourceValidationArgs, report: ReportVi
     if args.resource_type != SLURM_CLUSTER:
         return
     nodes = slurm_nodes(args.props)
+    if not is_map(get(nodes, "worker")):
+        return  # soperator 4.x: workers are NodeSets (rule soperator-nodesets)
     login, worker = _mounts(get(nodes, "login")), _mounts(get(nodes, "worker"))
     cluster = display(args.props, args.name)
     fix = (

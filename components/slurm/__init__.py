@@ -1,0 +1,80 @@
+"""The Slurm operators, one module of pure renderers each, all of the same shape:
+
+    soperator1  soperator 1.14.10 (FPT's chart): workers inside the SlurmCluster
+    soperator4  soperator 4.1.7: SlurmCluster + one NodeSet per GPU pool
+    ack         Alibaba ack-slurm-operator (both SlurmCluster API generations)
+    slinky      SchedMD slurm-operator (Slinky) 1.2.1
+
+Each module is config in, plain manifests out (see `SlurmOperator`); the
+`SlurmCluster` component (components/slurm_cluster.py) declares whatever the
+chosen module renders, and `Operators` installs its charts. A fifth operator is
+one more module here plus its entry in `operator_module`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
+
+from ..config import PlatformConfig
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One object to declare, as `f"{component}-{role}"`."""
+
+    role: str
+    manifest: dict[str, Any]
+    # Fields a controller owns on the live object (e.g. autoscaled replicas).
+    ignore_changes: tuple[str, ...] = ()
+    # Data (volumes): protected and retained on delete, like the jail.
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class KeySecret:
+    """A Secret holding one random key (munge.py's `generated_key`), e.g. Slinky's auth keys."""
+
+    role: str
+    name: str
+    namespace: str
+    key: str
+    length: int
+    # The key's keeper: bump it to replace the key (the munge rotation for auth keys).
+    rotation: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class SlurmOperator(Protocol):
+    """What every operator module provides (module-level names)."""
+
+    OPERATOR: str  # name and version, for humans
+    # The platform's munge Secret `<cluster>-munge` (key munge.key) is mounted/used.
+    USES_MUNGE: bool
+    # Chart release keys the custom resources must wait for (their CRDs).
+    CRD_RELEASES: tuple[str, ...]
+    # soperator 1.14.10 leaves removed workers in slurmctld: warn on scale-down.
+    GHOST_NODES_ON_SCALE_DOWN: bool
+
+    def chart_releases(self, config: PlatformConfig, after: tuple[str, ...]) -> list[Any]: ...
+    def needs_cert_manager(self, config: PlatformConfig) -> bool: ...
+    def render(self, config: PlatformConfig) -> list[Rendered]: ...
+    def key_secrets(self, config: PlatformConfig) -> list[KeySecret]: ...
+    def worker_nodes(self, config: PlatformConfig) -> list[str]: ...
+    def login_service_name(self, config: PlatformConfig) -> str: ...
+    def login_endpoint(self, config: PlatformConfig) -> str: ...
+    def ssh_command(self, config: PlatformConfig) -> str: ...
+
+
+def operator_module(config: PlatformConfig) -> SlurmOperator:
+    """The module the stack config chooses."""
+    from . import ack, slinky, soperator1, soperator4
+
+    if config.slurm_operator == "soperator":
+        return {"1.14.10": soperator1, "4.1.7": soperator4}[config.operators.soperator.version]
+    return {"ack": ack, "slinky": slinky}[config.slurm_operator]
+
+
+def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:
+    """The manifests of one kind (and role), for tests and policies."""
+    return [r.manifest for r in rendered if r.manifest["kind"] == kind and (role is None or r.role == role)]

@@ -1,0 +1,422 @@
+"""Alibaba ack-slurm-operator (`kai.alibabacloud.com/v1` `SlurmCluster`), the way
+the ACK guide builds it, in both API generations:
+
+- 2024-06: `spec.headGroupSpec` (slurmctld, and slurmdbd when slurmdbd.conf is there);
+- 2024-12: `spec.slurmctld` (+ `spec.slurmdbd` with accounting).
+
+Workers are `workerGroupSpecs[]`, one group per GPU pool (`replicas`). Images
+are bring-your-own; the operator prepends its init script, which copies
+`slurmConfPath/*` to /etc/slurm and the file at `mungeConfPath` to
+/etc/munge/munge.key. So we mount: our generated slurm.conf ConfigMap at
+slurmConfPath, the platform's munge Secret (key `munge.key`) in `mungeKeyDir`,
+the LDAP client files for nslcd, and the shared /home claim on NAS.
+
+The operator's source is not public: where the guide leaves a name open
+(slurmctld host, Service name, volume names) the choice is ours, configurable,
+and listed in the README.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_value
+from ..ldap import CLIENT_CONFIGMAP
+from ..munge import MUNGE_KEY_FIELD, munge_secret_name
+from ..operators import ChartRelease, chart_source
+from . import KeySecret, Rendered
+from .common import (
+    SSHD_PORT,
+    container_resources,
+    gpu_resources,
+    pool_tolerations,
+    service_account_rbac,
+    ssh_command_for,
+    ssh_endpoint,
+    submount_volumes,
+    system_placement,
+)
+
+OPERATOR = "ack-slurm-operator"
+USES_MUNGE = True
+GHOST_NODES_ON_SCALE_DOWN = False  # workers are dynamic Slurm nodes
+OPERATOR_RELEASE = "ack-slurm-operator"
+CRD_RELEASES = (OPERATOR_RELEASE,)
+
+API_VERSION = "kai.alibabacloud.com/v1"
+CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
+NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
+PRIVATE_CLB = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"}
+NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
+SLURMDBD_PORT = 6819
+HOME = "/home"
+# What slurmctld-copilot rewrites on the live CR when it resumes or suspends workers.
+AUTOSCALED_FIELDS = tuple(f"spec.workerGroupSpecs[*].{field}" for field in ("replicas", "podsToBeCreated", "podsToBeDeleted"))
+
+
+def ack(config: PlatformConfig) -> AckClusterConfig:
+    assert config.slurm.ack is not None, "validated: slurmOperator ack needs slurm.ack"
+    return config.slurm.ack
+
+
+def new_api(config: PlatformConfig) -> bool:
+    return config.operators.ack_slurm_operator.api_generation == "2024-12"
+
+
+def names(config: PlatformConfig) -> dict[str, str]:
+    cluster = config.cluster.name
+    return {
+        "config": f"{cluster}-slurm-conf",
+        "login": f"{cluster}-login",
+        "copilot": f"{cluster}-slurmctld-copilot",
+        "home_volume": f"{home.claim_name}-nas" if (home := ack(config).home) else "",
+    }
+
+
+def slurmctld_host(config: PlatformConfig) -> str:
+    return ack(config).slurmctld_host or f"{config.cluster.name}-head"
+
+
+def slurmdbd_host(config: PlatformConfig) -> str:
+    # 2024-06 runs slurmdbd in the head pod; 2024-12 gives it its own pod.
+    return f"{config.cluster.name}-slurmdbd" if new_api(config) else slurmctld_host(config)
+
+
+def munge_conf_path(config: PlatformConfig) -> str:
+    return f"{ack(config).munge_key_dir.rstrip('/')}/{MUNGE_KEY_FIELD}"
+
+
+def worker_name_prefix(config: PlatformConfig, pool: NodePoolConfig) -> str:
+    """slurmctld-copilot's node name format: <cluster>-worker-<group>-<index>."""
+    return f"{config.cluster.name}-worker-{pool.name}-"
+
+
+# --- slurm.conf -----------------------------------------------------------------
+
+
+def node_lines(config: PlatformConfig) -> list[str]:
+    """A Slurm NodeSet per worker group (workers register as dynamic nodes with Feature=<group>),
+    and with autoscaling the guide's CLOUD NodeName lines the copilot resumes and suspends."""
+    worker, autoscaling = config.slurm.worker.slurmd, ack(config).autoscaling
+    lines = []
+    for pool in config.gpu_pools:
+        lines.append(f"NodeSet={pool.name} Feature={pool.name}")
+        if autoscaling.enabled:
+            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres=gpu:{pool.gpus_per_node}"
+            nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
+            lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
+    return lines
+
+
+def partition_lines(config: PlatformConfig) -> list[str]:
+    lines = []
+    for partition in config.slurm.partitions:
+        nodes = ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
+        lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
+    return lines
+
+
+def slurm_conf(config: PlatformConfig) -> str:
+    settings = ack(config)
+    lines = [
+        f"ClusterName={config.cluster.name}",
+        f"SlurmctldHost={slurmctld_host(config)}",
+        "SlurmUser=slurm",
+        "AuthType=auth/munge",
+        "SlurmctldPort=6817",
+        "SlurmdPort=6818",
+        "StateSaveLocation=/var/spool/slurmctld",
+        "SlurmdSpoolDir=/var/spool/slurmd",
+        "ReturnToService=2",
+        "MpiDefault=none",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "GresTypes=gpu",
+        "SlurmctldTimeout=300",
+        "SlurmdTimeout=300",
+        "MaxNodeCount=1024",
+    ]
+    if config.slurm.accounting.enabled:
+        lines += [
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={slurmdbd_host(config)}",
+            f"AccountingStoragePort={SLURMDBD_PORT}",
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=30",
+        ]
+    autoscaling = settings.autoscaling
+    if autoscaling.enabled:
+        lines += [
+            f"SuspendProgram={autoscaling.suspend_program}",
+            f"ResumeProgram={autoscaling.resume_program}",
+            f"SuspendTimeout={autoscaling.suspend_timeout}",
+            f"ResumeTimeout={autoscaling.resume_timeout}",
+            f"SuspendTime={autoscaling.suspend_time}",
+            f"ResumeRate={autoscaling.resume_rate}",
+            f"SuspendRate={autoscaling.suspend_rate}",
+            "CommunicationParameters=NoAddrCache",
+            "ReconfigFlags=KeepPowerSaveSettings",
+        ]
+    lines += node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
+    return "\n".join(lines) + "\n"
+
+
+def slurm_conf_config_map(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names(config)["config"], "namespace": config.cluster.namespace, "labels": {CLUSTER_LABEL: config.cluster.name}},
+        # gres.conf: GPUs found through NVML on each worker.
+        "data": {"slurm.conf": slurm_conf(config), "gres.conf": "AutoDetect=nvml\n"},
+    }
+
+
+# --- pod templates ----------------------------------------------------------------
+
+
+def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) every Slurm pod gets; slurmdbd.conf (DB password) only where slurmdbd runs."""
+    settings = ack(config)
+    conf_sources: list[dict[str, Any]] = [{"configMap": {"name": names(config)["config"]}}]
+    if with_slurmdbd_conf and config.slurm.accounting.enabled:
+        conf_sources.append(
+            {"secret": {"name": settings.slurmdbd_conf_secret_name, "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf", "mode": 0o600}]}}
+        )
+    pod_volumes: list[dict[str, Any]] = [
+        {"name": "slurm-conf", "projected": {"sources": conf_sources}},
+        {"name": "munge-key", "secret": {"secretName": munge_secret_name(config.cluster.name), "defaultMode": 0o400}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "slurm-conf", "mountPath": settings.slurm_conf_path, "readOnly": True},
+        {"name": "munge-key", "mountPath": settings.munge_key_dir, "readOnly": True},
+    ]
+    if config.ldap.enabled:
+        # The guide's nslcd client: /etc/nslcd.conf and /etc/ldap/ldap.conf (libnss-ldapd in the image).
+        pod_volumes.append({"name": "ldap-client", "configMap": {"name": CLIENT_CONFIGMAP}})
+        mounts += [
+            {"name": "ldap-client", "mountPath": "/etc/nslcd.conf", "subPath": "nslcd.conf", "readOnly": True},
+            {"name": "ldap-client", "mountPath": "/etc/ldap/ldap.conf", "subPath": "ldap.conf", "readOnly": True},
+        ]
+    if settings.home is not None:
+        pod_volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": settings.home.claim_name}})
+        mounts.append({"name": "home", "mountPath": HOME})
+    shared_volumes, shared_mounts = submount_volumes(config)
+    return pod_volumes + shared_volumes, mounts + shared_mounts
+
+
+def pod_template(
+    config: PlatformConfig,
+    container: str,
+    ports: list[int],
+    resources: dict[str, Any],
+    placement: dict[str, Any],
+    labels: dict[str, str],
+    with_slurmdbd_conf: bool = False,
+    service_account: str = "",
+) -> dict[str, Any]:
+    pod_volumes, mounts = volumes(config, with_slurmdbd_conf)
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": container,
+                "image": ack(config).image,
+                "ports": [{"containerPort": port, "protocol": "TCP"} for port in ports],
+                "resources": resources,
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": pod_volumes,
+        **placement,
+    }
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    return {"metadata": {"labels": {CLUSTER_LABEL: config.cluster.name, **labels}}, "spec": spec}
+
+
+def head_template(config: PlatformConfig) -> dict[str, Any]:
+    controller = config.slurm.controller
+    ports = [6817, SSHD_PORT] + ([] if new_api(config) else [SLURMDBD_PORT])
+    return pod_template(
+        config,
+        "slurmctld",
+        ports,
+        container_resources(controller.slurmctld),
+        system_placement(config),
+        {NODE_TYPE_LABEL: "head"},
+        with_slurmdbd_conf=not new_api(config),
+        service_account=names(config)["copilot"] if ack(config).autoscaling.enabled else "",
+    )
+
+
+def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
+    if pool.taints:
+        placement["tolerations"] = pool_tolerations(pool)
+    template = pod_template(config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {})
+    return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
+
+
+def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
+    settings = ack(config)
+    spec: dict[str, Any] = {}
+    if new_api(config):
+        spec["slurmctld"] = {"template": head_template(config), "replicas": config.slurm.controller.size}
+        if config.slurm.accounting.enabled:
+            spec["slurmdbd"] = {
+                "template": pod_template(
+                    config,
+                    "slurmdbd",
+                    [SLURMDBD_PORT],
+                    container_resources(config.slurm.accounting.slurmdbd),
+                    system_placement(config),
+                    {NODE_TYPE_LABEL: "slurmdbd"},
+                    with_slurmdbd_conf=True,
+                )
+            }
+    else:
+        spec["headGroupSpec"] = {"template": head_template(config)}
+    spec.update(
+        workerGroupSpecs=[worker_group(config, pool) for pool in config.gpu_pools],
+        mungeConfPath=munge_conf_path(config),
+        slurmConfPath=settings.slurm_conf_path,
+    )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SlurmCluster",
+        "metadata": {"name": config.cluster.name, "namespace": config.cluster.namespace},
+        "spec": spec,
+    }
+
+
+# --- login, /home, autoscaling RBAC ----------------------------------------------
+
+
+def login_service(config: PlatformConfig) -> dict[str, Any]:
+    """The guide's login: a LoadBalancer on a private (intranet) CLB selecting the head pod."""
+    login = config.slurm.login
+    labels = {CLUSTER_LABEL: config.cluster.name, NODE_TYPE_LABEL: "head"}
+    spec: dict[str, Any] = {
+        "type": "LoadBalancer",
+        "externalTrafficPolicy": "Local",
+        "selector": labels,
+        "ports": [{"name": "ssh", "port": SSHD_PORT, "targetPort": SSHD_PORT, "protocol": "TCP"}],
+    }
+    if login.allowed_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(login.allowed_source_ranges)
+    if login.load_balancer_ip:
+        spec["loadBalancerIP"] = login.load_balancer_ip
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names(config)["login"],
+            "namespace": config.cluster.namespace,
+            "labels": labels,
+            "annotations": {**PRIVATE_CLB, **login.service_annotations},
+        },
+        "spec": spec,
+    }
+
+
+def home_volumes(config: PlatformConfig) -> list[Rendered]:
+    """The guide's static NAS PersistentVolume and its claim (data: protected, retained)."""
+    home = ack(config).home
+    if home is None:
+        return []
+    namespace, pv_name = config.cluster.namespace, names(config)["home_volume"]
+    labels = {"slurm-platform/volume": "home"}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": labels},
+        "spec": {
+            "capacity": {"storage": home.size},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "csi": {
+                "driver": NAS_DRIVER,
+                "volumeHandle": pv_name,
+                "volumeAttributes": {"server": home.server, "path": home.path, "vers": home.nfs_version},
+            },
+            "claimRef": {"namespace": namespace, "name": home.claim_name},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": home.claim_name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": home.size}},
+        },
+    }
+    return [Rendered("home-pv", pv, keep=True), Rendered("home-pvc", pvc, keep=True)]
+
+
+def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
+    """What slurmctld-copilot needs to patch this SlurmCluster (the guide's rbac.yaml)."""
+    if not ack(config).autoscaling.enabled:
+        return []
+    rule = {
+        "apiGroups": ["kai.alibabacloud.com"],
+        "resources": ["slurmclusters"],
+        "verbs": ["get", "watch", "list", "update", "patch"],
+        "resourceNames": [config.cluster.name],
+    }
+    labels = {CLUSTER_LABEL: config.cluster.name}
+    return service_account_rbac("copilot", names(config)["copilot"], config.cluster.namespace, labels, [rule])
+
+
+# --- the module interface -------------------------------------------------------
+
+
+def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[ChartRelease]:
+    chart_config = config.operators.ack_slurm_operator
+    if not chart_config.install:
+        return []
+    chart, repo = chart_source(chart_config.repository, "ack-slurm-operator")
+    return [
+        ChartRelease(OPERATOR_RELEASE, chart, chart_config.version, chart_config.namespace, dict(chart_config.values), repo=repo, depends_on=after)
+    ]
+
+
+def needs_cert_manager(config: PlatformConfig) -> bool:
+    return False
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    autoscaled = AUTOSCALED_FIELDS if ack(config).autoscaling.enabled else ()
+    return [
+        *home_volumes(config),
+        Rendered("slurm-conf", slurm_conf_config_map(config)),
+        *copilot_rbac(config),
+        Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled),
+        Rendered("login-ssh", login_service(config)),
+    ]
+
+
+def key_secrets(config: PlatformConfig) -> list[KeySecret]:
+    return []  # the munge key is the platform's <cluster>-munge (key munge.key)
+
+
+def worker_nodes(config: PlatformConfig) -> list[str]:
+    return [f"{worker_name_prefix(config, pool)}{i}" for pool in config.gpu_pools for i in range(pool.worker_replicas)]
+
+
+def login_service_name(config: PlatformConfig) -> str:
+    return names(config)["login"]
+
+
+def login_endpoint(config: PlatformConfig) -> str:
+    return ssh_endpoint(config, login_service_name(config), node_port=False)
+
+
+def ssh_command(config: PlatformConfig) -> str:
+    # Users are LDAP users (nslcd), not root.
+    return ssh_command_for(config, login_service_name(config), node_port=False, user="$USER")

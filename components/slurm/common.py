@@ -1,0 +1,108 @@
+"""Pieces every operator module renders the same way: container resources,
+pod placement on a pool, and where users SSH to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import NodePoolConfig, PlatformConfig, PodResources
+from . import Rendered
+
+SSHD_PORT = 22
+
+
+def resources(pod: PodResources) -> dict[str, Any]:
+    """Container resources keyed by Kubernetes resource name (soperator's ResourceList shape)."""
+    return {"cpu": pod.cpu, "memory": pod.memory, "ephemeral-storage": pod.ephemeral_storage}
+
+
+def container_resources(pod: PodResources, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """A core/v1 ResourceRequirements: requests = limits, so Slurm's view of the node holds."""
+    amounts = {**resources(pod), **(extra or {})}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def pool_tolerations(pool: NodePoolConfig) -> list[dict[str, Any]]:
+    return [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints]
+
+
+def system_pools(config: PlatformConfig) -> list[NodePoolConfig]:
+    """Where controllers, login and accounting run: the no-GPU pools, else the GPU ones."""
+    return [pool for pool in config.node_pools if not pool.has_gpu] or config.gpu_pools
+
+
+def system_placement(config: PlatformConfig) -> dict[str, Any]:
+    """nodeSelector/affinity + tolerations for pods off the GPU nodes (PodSpec fields)."""
+    from ..node_pools import node_filter
+
+    placement = node_filter("system", system_pools(config))
+    placement.pop("name")
+    return placement
+
+
+def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str]:
+    """The extended resources a worker on `pool` takes: all its GPUs, and RDMA where the pool has it."""
+    extra = {"nvidia.com/gpu": str(pool.gpus_per_node)}
+    rdma = config.slurm.worker.slurmd.rdma
+    if pool.rdma and rdma:
+        extra[f"rdma/{config.operators.network_operator.rdma_resource_name}"] = str(rdma)
+    return extra
+
+
+def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> str:
+    """Where users SSH to, as far as it is known before the cloud assigns addresses."""
+    login = config.slurm.login
+    if login.load_balancer_ip:
+        return f"{login.load_balancer_ip}:{SSHD_PORT}"
+    if node_port:
+        return f"<any-node-ip>:{login.node_port}"
+    return f"{service_name}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
+
+
+def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, user: str = "root") -> str:
+    login = config.slurm.login
+    if login.load_balancer_ip:
+        return f"ssh {user}@{login.load_balancer_ip}"
+    if node_port:
+        return f"ssh -p {login.node_port} {user}@<any-node-ip>"
+    return f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} -o jsonpath='{{.status.loadBalancer.ingress[0].ip}}')"
+
+
+def service_account_rbac(role_prefix: str, name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> list[Rendered]:
+    """A ServiceAccount, a Role with `rules` and the RoleBinding between them, all named `name`."""
+    metadata = {"name": name, "namespace": namespace, "labels": labels}
+    return [
+        Rendered(f"{role_prefix}-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}),
+        Rendered(f"{role_prefix}-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": rules}),
+        Rendered(
+            f"{role_prefix}-binding",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": metadata,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        ),
+    ]
+
+
+def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
+    """A Service spec (no selector) for SSH: LoadBalancer restricted to allowedSourceRanges, or NodePort."""
+    login = config.slurm.login
+    if login.service_type == "NodePort" and not login.allowed_source_ranges:
+        return {"type": "NodePort"}
+    spec: dict[str, Any] = {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}
+    if login.allowed_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(login.allowed_source_ranges)
+    if login.load_balancer_ip:
+        spec["loadBalancerIP"] = login.load_balancer_ip
+    return spec
+
+
+def submount_volumes(config: PlatformConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) for the shared submount claims, at the same path in every pod."""
+    submounts = config.storage.submounts
+    volumes = [{"name": f"submount-{sub.name}", "persistentVolumeClaim": {"claimName": sub.claim_name}} for sub in submounts]
+    mounts = [{"name": f"submount-{sub.name}", "mountPath": sub.mount_path} for sub in submounts]
+    return volumes, mounts

@@ -1,0 +1,311 @@
+"""SchedMD's Slinky slurm-operator 1.2.1 (`slinky.slurm.net/v1beta1`):
+
+- `Controller` (slurmctld) with `slurmKeyRef` / `jwtKeyRef` Secrets of random keys
+  (pulumi_random; Slinky uses auth/slurm, there is no munge);
+- one `NodeSet` per GPU pool (whole GPU nodes, the pool's selector and taints);
+- a `LoginSet` whose users come from our LDAP through SSSD (`sssd-config`
+  Secret), exposed like every other login: restricted LoadBalancer or NodePort;
+- `Accounting` (slurmdbd) on a MariaDB of the MariaDB operator or an external DB;
+- `RestApi` (slurmrestd) when asked for.
+Partitions go into the Controller's `extraConf` over NodeSet names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import NodePoolConfig, PlatformConfig
+from ..ldap import SSSD_SECRET
+from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
+from . import KeySecret, Rendered
+from .common import (
+    container_resources,
+    gpu_resources,
+    login_service_spec,
+    pool_tolerations,
+    ssh_command_for,
+    ssh_endpoint,
+    submount_volumes,
+    system_placement,
+)
+
+OPERATOR = "Slinky slurm-operator 1.2.1"
+USES_MUNGE = False  # auth/slurm with the slurm.key Secret
+GHOST_NODES_ON_SCALE_DOWN = False
+CRDS_RELEASE = "slurm-operator-crds"
+OPERATOR_RELEASE = "slurm-operator"
+CRD_RELEASES = (CRDS_RELEASE,)
+
+API_VERSION = "slinky.slurm.net/v1beta1"
+MARIADB_API_VERSION = "k8s.mariadb.com/v1alpha1"
+SLURM_KEY, JWT_KEY = "slurm.key", "jwt.key"
+# The chart's `randAscii 1024` for both keys.
+KEY_LENGTH = 1024
+ACCOUNTING_DATABASE = "slurm_acct_db"
+
+
+def names(config: PlatformConfig) -> dict[str, str]:
+    cluster = config.cluster.name
+    return {
+        "controller": cluster,
+        "slurm_key": f"{cluster}-auth-slurm",
+        "jwt_key": f"{cluster}-auth-jwt",
+        "login": f"{cluster}-login",
+        "accounting": cluster,
+        "restapi": cluster,
+        "config": f"{cluster}-slurm-config",
+        "mariadb": f"{cluster}-mariadb",
+        "mariadb_password": f"{cluster}-mariadb-password",
+        "mariadb_root": f"{cluster}-mariadb-root",
+    }
+
+
+def image(config: PlatformConfig, component: str) -> str:
+    slinky = config.slurm.slinky
+    return f"{slinky.registry}/{component}:{slinky.tag}"
+
+
+def metadata(config: PlatformConfig, name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": config.cluster.namespace, "labels": {"app.kubernetes.io/instance": config.cluster.name}}
+
+
+def key_refs(config: PlatformConfig) -> dict[str, Any]:
+    n = names(config)
+    return {"slurmKeyRef": {"name": n["slurm_key"], "key": SLURM_KEY}, "jwtKeyRef": {"name": n["jwt_key"], "key": JWT_KEY}}
+
+
+def nodeset_name(pool: NodePoolConfig) -> str:
+    return pool.name
+
+
+def partition_lines(config: PlatformConfig) -> list[str]:
+    lines = []
+    for partition in config.slurm.partitions:
+        pools = [p for p in config.gpu_pools if not partition.pools or p.name in partition.pools]
+        nodes = ",".join(nodeset_name(p) for p in pools)
+        lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
+    return lines
+
+
+def config_files(config: PlatformConfig) -> dict[str, Any]:
+    """Extra files the Controller mounts into /etc/slurm: GPUs found through NVML."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(config, names(config)["config"]),
+        "data": {"gres.conf": "AutoDetect=nvidia\n"},
+    }
+
+
+def controller(config: PlatformConfig) -> dict[str, Any]:
+    n, slinky = names(config), config.slurm.slinky
+    persistence: dict[str, Any] = {
+        "enabled": True,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": slinky.controller_storage_size}},
+    }
+    if slinky.controller_storage_class_name:
+        persistence["storageClassName"] = slinky.controller_storage_class_name
+    spec: dict[str, Any] = {
+        "clusterName": config.cluster.name,
+        **key_refs(config),
+        "extraConf": "\n".join(["GresTypes=gpu", *partition_lines(config)]),
+        "configFileRefs": [{"name": n["config"]}],
+        "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
+        "template": {"spec": system_placement(config)},
+        "persistence": persistence,
+    }
+    if config.slurm.accounting.enabled:
+        spec["accountingRef"] = {"name": n["accounting"]}
+    return {"apiVersion": API_VERSION, "kind": "Controller", "metadata": metadata(config, n["controller"]), "spec": spec}
+
+
+def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    worker = config.slurm.worker
+    volumes, mounts = submount_volumes(config)
+    pod: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
+    if pool.taints:
+        pod["tolerations"] = pool_tolerations(pool)
+    if volumes:
+        pod["volumes"] = volumes
+    slurmd: dict[str, Any] = {"image": image(config, "slurmd"), "resources": container_resources(worker.slurmd, gpu_resources(config, pool))}
+    if mounts:
+        slurmd["volumeMounts"] = mounts
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "NodeSet",
+        "metadata": metadata(config, nodeset_name(pool)),
+        "spec": {
+            "controllerRef": {"name": names(config)["controller"]},
+            "replicas": pool.worker_replicas,
+            # Registered with its GPUs from the start (upstream #191: Gres=(null) otherwise).
+            "extraConf": f"Gres=gpu:{pool.gpus_per_node}",
+            "partition": {"enabled": False},
+            "slurmd": slurmd,
+            "template": {"spec": pod},
+        },
+    }
+
+
+def loginset(config: PlatformConfig) -> dict[str, Any]:
+    login = config.slurm.login
+    volumes, mounts = submount_volumes(config)
+    pod = system_placement(config)
+    if volumes:
+        pod["volumes"] = volumes
+    container: dict[str, Any] = {"image": image(config, "login"), "resources": container_resources(login.sshd)}
+    if mounts:
+        container["volumeMounts"] = mounts
+    service: dict[str, Any] = {"spec": login_service_spec(config)}
+    annotations = dict(login.service_annotations)
+    if annotations:
+        service["metadata"] = {"annotations": annotations}
+    if service["spec"]["type"] == "NodePort":
+        service["nodePort"] = login.node_port
+    spec: dict[str, Any] = {
+        "controllerRef": {"name": names(config)["controller"]},
+        "replicas": login.size,
+        # LDAP users through SSSD, with our read-only sssd.conf (ldap.py).
+        "sssdConfRef": {"name": SSSD_SECRET, "key": "sssd.conf"},
+        "login": container,
+        "template": {"spec": pod},
+        "service": service,
+    }
+    if login.ssh_root_public_keys:
+        spec["rootSshAuthorizedKeys"] = "\n".join(login.ssh_root_public_keys) + "\n"
+    return {"apiVersion": API_VERSION, "kind": "LoginSet", "metadata": metadata(config, names(config)["login"]), "spec": spec}
+
+
+def storage_config(config: PlatformConfig) -> dict[str, Any]:
+    accounting, n = config.slurm.accounting, names(config)
+    if accounting.database == "external":
+        assert accounting.external is not None
+        external = accounting.external
+        return {
+            "host": external.host,
+            "port": external.port,
+            "database": ACCOUNTING_DATABASE,
+            "username": external.user,
+            "passwordKeyRef": {"name": external.password_secret_name, "key": external.password_secret_key},
+        }
+    return {
+        "host": f"{n['mariadb']}.{config.cluster.namespace}.svc.cluster.local",
+        "port": 3306,
+        "database": ACCOUNTING_DATABASE,
+        "username": "slurm",
+        "passwordKeyRef": {"name": n["mariadb_password"], "key": "password"},
+    }
+
+
+def accounting(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Accounting",
+        "metadata": metadata(config, names(config)["accounting"]),
+        "spec": {
+            **key_refs(config),
+            "slurmdbd": {"image": image(config, "slurmdbd"), "resources": container_resources(config.slurm.accounting.slurmdbd)},
+            "template": {"spec": system_placement(config)},
+            "storageConfig": storage_config(config),
+        },
+    }
+
+
+def mariadb(config: PlatformConfig) -> dict[str, Any]:
+    """The accounting database, run by the MariaDB operator (its volume retained with the claim)."""
+    accounting, n = config.slurm.accounting, names(config)
+    return {
+        "apiVersion": MARIADB_API_VERSION,
+        "kind": "MariaDB",
+        "metadata": metadata(config, n["mariadb"]),
+        "spec": {
+            "image": config.slurm.images.mariadb,
+            "rootPasswordSecretKeyRef": {"name": n["mariadb_root"], "key": "password"},
+            "database": ACCOUNTING_DATABASE,
+            "username": "slurm",
+            "passwordSecretKeyRef": {"name": n["mariadb_password"], "key": "password"},
+            "storage": {"size": accounting.storage_size, "storageClassName": accounting.storage_class_name},
+            "replicas": 1,
+        },
+    }
+
+
+def restapi(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "RestApi",
+        "metadata": metadata(config, names(config)["restapi"]),
+        "spec": {
+            "controllerRef": {"name": names(config)["controller"]},
+            "replicas": config.slurm.slinky.rest_api_replicas,
+            "slurmrestd": {"image": image(config, "slurmrestd"), "resources": container_resources(config.slurm.slinky.rest_api_resources)},
+            "template": {"spec": system_placement(config)},
+        },
+    }
+
+
+# --- the module interface -------------------------------------------------------
+
+
+def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[ChartRelease]:
+    slinky = config.operators.slinky
+    if not slinky.install:
+        return []
+    crds_chart, crds_repo = chart_source(slinky.repository, "slurm-operator-crds")
+    chart, repo = chart_source(slinky.repository, "slurm-operator")
+    # The CRDs come from their own chart; webhook certificates from cert-manager.
+    values = deep_merge({"crds": {"enabled": False}, "certManager": {"enabled": True}}, slinky.values)
+    return [
+        ChartRelease(CRDS_RELEASE, crds_chart, slinky.version, slinky.namespace, repo=crds_repo),
+        ChartRelease(OPERATOR_RELEASE, chart, slinky.version, slinky.namespace, values, repo=repo, depends_on=(CRDS_RELEASE, *after)),
+    ]
+
+
+def needs_cert_manager(config: PlatformConfig) -> bool:
+    return config.operators.slinky.install
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    rendered = [Rendered("slurm-config", config_files(config)), Rendered("controller", controller(config))]
+    rendered += [Rendered(f"nodeset-{pool.name}", nodeset(config, pool)) for pool in config.gpu_pools]
+    rendered.append(Rendered("loginset", loginset(config)))
+    if config.slurm.accounting.enabled:
+        if uses_mariadb_operator(config):
+            rendered.append(Rendered("mariadb", mariadb(config)))
+        rendered.append(Rendered("accounting", accounting(config)))
+    if config.slurm.slinky.rest_api:
+        rendered.append(Rendered("restapi", restapi(config)))
+    return rendered
+
+
+def key_secrets(config: PlatformConfig) -> list[KeySecret]:
+    n, namespace, rotation = names(config), config.cluster.namespace, config.slurm.munge_key_rotation
+    labels = {"app.kubernetes.io/instance": config.cluster.name}
+    # The auth keys play munge's part: slurm.mungeKeyRotation rotates them too.
+    secrets = [
+        KeySecret("slurm-key", n["slurm_key"], namespace, SLURM_KEY, KEY_LENGTH, rotation, labels),
+        KeySecret("jwt-key", n["jwt_key"], namespace, JWT_KEY, KEY_LENGTH, rotation, labels),
+    ]
+    if config.slurm.accounting.enabled and uses_mariadb_operator(config):
+        secrets += [
+            KeySecret("mariadb-password", n["mariadb_password"], namespace, "password", 32, labels=labels),
+            KeySecret("mariadb-root", n["mariadb_root"], namespace, "password", 32, labels=labels),
+        ]
+    return secrets
+
+
+def worker_nodes(config: PlatformConfig) -> list[str]:
+    return [f"{nodeset_name(pool)}-{i}" for pool in config.gpu_pools for i in range(pool.worker_replicas)]
+
+
+def login_service_name(config: PlatformConfig) -> str:
+    return names(config)["login"]  # the LoginSet's Service carries its name
+
+
+def login_endpoint(config: PlatformConfig) -> str:
+    return ssh_endpoint(config, login_service_name(config), node_port=login_service_spec(config)["type"] == "NodePort")
+
+
+def ssh_command(config: PlatformConfig) -> str:
+    node_port = login_service_spec(config)["type"] == "NodePort"
+    return ssh_command_for(config, login_service_name(config), node_port=node_port, user="$USER")

@@ -1,0 +1,311 @@
+"""soperator 4.1.7: the `SlurmCluster` (`slurm.nebius.ai/v1`) no longer holds
+workers; each GPU pool gets a `NodeSet` (`slurm.nebius.ai/v1alpha1`) in the
+cluster's namespace, linked by the `slurm.nebius.ai/parental-cluster-ref`
+annotation. Partitions are `partitionConfiguration` (structured, by NodeSet).
+The config controller (sconfigcontroller) and the exporter run under their own
+ServiceAccounts, as the helm-slurm-cluster chart declares them.
+
+Volumes, claims, the munge Secret and the login exposure are the same as in
+1.14.10 (the `soperator1` renderers), which is what makes the upgrade an
+in-place update of the SlurmCluster with the data untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import NodePoolConfig, PlatformConfig, PodResources
+from ..ldap import SSSD_SECRET
+from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
+from ..operators import ChartRelease
+from ..storage import JAIL_CLAIM
+from . import KeySecret, Rendered, soperator1
+from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac
+
+OPERATOR = "soperator 4.1.7"
+VERSION = "4.1.7"
+USES_MUNGE = True
+GHOST_NODES_ON_SCALE_DOWN = False  # NodeSet workers are dynamic Slurm nodes
+CRD_RELEASES = soperator1.CRD_RELEASES
+
+NODESET_API_VERSION = "slurm.nebius.ai/v1alpha1"
+PARENT_ANNOTATION = "slurm.nebius.ai/parental-cluster-ref"
+IMAGE_TAG = "4.1.7-slurm25.11.3"
+SSSD_IMAGE = "cr.eu-north1.nebius.cloud/soperator/sssd:2.9.4-1-63"
+IMAGES = {
+    "slurmctld": "controller_slurmctld",
+    "slurmd": "worker_slurmd",
+    "sshd": "login_sshd",
+    "munge": "munge",
+    "slurmdbd": "controller_slurmdbd",
+    "slurmrestd": "slurmrestd",
+    "exporter": "soperator-exporter",
+    "sconfigcontroller": "sconfigcontroller",
+}
+CUDA_VERSION = "12.9.0"
+
+
+def image_repository(config: PlatformConfig, component: str) -> str:
+    return f"{config.slurm.images.registry}/{IMAGES[component]}"
+
+
+def image_tag(config: PlatformConfig) -> str:
+    return config.slurm.images.tag or IMAGE_TAG
+
+
+def image(config: PlatformConfig, component: str) -> str:
+    # sconfigcontroller is tagged with the operator version alone.
+    tag = VERSION if component == "sconfigcontroller" else image_tag(config)
+    return f"{image_repository(config, component)}:{tag}"
+
+
+def populate_jail_image(config: PlatformConfig) -> str:
+    """The chart's `<repo>/populate_jail:<tag>-cuda<version>`."""
+    return f"{config.slurm.images.registry}/populate_jail:{image_tag(config)}-cuda{CUDA_VERSION}"
+
+
+def munge(config: PlatformConfig, pod: PodResources) -> dict[str, Any]:
+    return {"image": image(config, "munge"), "resources": resources(pod)}
+
+
+def sssd(config: PlatformConfig) -> dict[str, Any]:
+    """LDAP users through the SSSD sidecar, with our sssd.conf Secret (key sssd.conf)."""
+    if not config.ldap.enabled:
+        return {}
+    return {
+        "sssd": {"image": SSSD_IMAGE, "resources": {"cpu": "200m", "memory": "500Mi", "ephemeral-storage": "5Gi"}},
+        "sssdConfSecretRefName": SSSD_SECRET,
+    }
+
+
+def nodeset_name(pool: NodePoolConfig) -> str:
+    return pool.name
+
+
+def sconfigcontroller_account(config: PlatformConfig) -> str:
+    return f"{config.cluster.name}-sconfigcontroller"
+
+
+def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
+    partitions = []
+    for partition in config.slurm.partitions:
+        entry: dict[str, Any] = {"name": partition.name}
+        if partition.pools:
+            entry["nodeSetRefs"] = [nodeset_name(p) for p in config.gpu_pools if p.name in partition.pools]
+        else:
+            entry["isAll"] = True
+        entry["config"] = f"Default={'YES' if partition.default else 'NO'} {partition.config}"
+        partitions.append(entry)
+    return {"configType": "structured", "partitions": partitions}
+
+
+def controller_node(config: PlatformConfig) -> dict[str, Any]:
+    node = soperator1.controller_node(config)
+    del node["size"]  # 4.x runs a single slurmctld
+    node["slurmctld"]["image"] = image(config, "slurmctld")
+    node["munge"] = munge(config, config.slurm.controller.munge)
+    return node
+
+
+def login_node(config: PlatformConfig) -> dict[str, Any]:
+    login = config.slurm.login
+    node = soperator1.login_node(config)
+    node.update(
+        sshd={"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
+        munge=munge(config, login.munge),
+        **sssd(config),
+    )
+    return node
+
+
+def accounting_node(config: PlatformConfig) -> dict[str, Any]:
+    node = soperator1.accounting_node(config)
+    if config.slurm.accounting.enabled:
+        node["slurmdbd"]["image"] = image(config, "slurmdbd")
+        node["munge"] = munge(config, config.slurm.accounting.munge)
+    return node
+
+
+def exporter_account(config: PlatformConfig) -> str:
+    return f"{config.cluster.name}-slurm-exporter"
+
+
+def exporter_node(config: PlatformConfig) -> dict[str, Any]:
+    node = soperator1.exporter_node(config)
+    # 4.x: the soperator exporter container under its own ServiceAccount, no munge sidecar.
+    del node["munge"]
+    node["exporterContainer"] = {**node.pop("exporter"), "image": image(config, "exporter")}
+    node["serviceAccountName"] = exporter_account(config)
+    return node
+
+
+def rest_node(config: PlatformConfig) -> dict[str, Any]:
+    return {"enabled": False, "k8sNodeFilterName": NO_GPU_FILTER, "rest": {"image": image(config, "slurmrestd")}}
+
+
+def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": soperator1.API_VERSION,
+        "kind": soperator1.KIND,
+        # The same readiness wait as 1.14.10 (4.x keeps .status.phase Available).
+        "metadata": {
+            "name": config.cluster.name,
+            "namespace": config.cluster.namespace,
+            **({"annotations": annotations} if (annotations := soperator1.slurm_cluster_annotations(config)) else {}),
+        },
+        "spec": {
+            "crVersion": VERSION,
+            "maintenance": "none",
+            "cgroupVersion": config.slurm.worker.cgroup_version,
+            "k8sNodeFilters": k8s_node_filters(config.node_pools),
+            "volumeSources": soperator1.volume_sources(config),
+            "partitionConfiguration": partition_configuration(config),
+            "populateJail": {
+                "image": populate_jail_image(config),
+                "k8sNodeFilterName": GPU_FILTER,
+                "overwrite": config.slurm.populate_jail.overwrite,
+            },
+            "secrets": {"sshdKeysName": f"{config.cluster.name}-sshd-keys"},
+            "sConfigController": {
+                "serviceAccountName": sconfigcontroller_account(config),
+                "node": {"size": 1, "k8sNodeFilterName": NO_GPU_FILTER},
+                "container": {
+                    "image": image(config, "sconfigcontroller"),
+                    "resources": {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "500Mi"},
+                },
+            },
+            "slurmNodes": {
+                "accounting": accounting_node(config),
+                "controller": controller_node(config),
+                "login": login_node(config),
+                "exporter": exporter_node(config),
+                "rest": rest_node(config),
+            },
+        },
+    }
+
+
+def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    """The workers of one GPU pool: whole GPU nodes, the pool's selector and tolerations."""
+    worker = config.slurm.worker
+    spec: dict[str, Any] = {
+        "replicas": pool.worker_replicas,
+        "maxUnavailable": "20%",
+        "nodeSelector": dict(pool.selector),
+        "gpu": {"enabled": True},
+        "slurmd": {
+            "image": {"repository": image_repository(config, "slurmd"), "tag": image_tag(config)},
+            "port": 6818,
+            "resources": {**resources(worker.slurmd), **gpu_resources(config, pool)},
+            # NodeSet volumes are core VolumeSources (the CRD has no volumeSourceName here).
+            "volumes": {
+                "spool": {
+                    "ephemeral": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "storageClassName": worker.spool_storage_class_name,
+                                "accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": worker.spool_size}},
+                            }
+                        }
+                    }
+                },
+                "jail": {"persistentVolumeClaim": {"claimName": JAIL_CLAIM}},
+                "jailSubMounts": [
+                    {
+                        "name": sub.mount_name or sub.name,
+                        "mountPath": sub.mount_path,
+                        "volumeSource": {"persistentVolumeClaim": {"claimName": sub.claim_name}},
+                    }
+                    for sub in config.storage.submounts
+                ],
+                "sharedMemorySize": worker.shared_memory_size,
+            },
+        },
+        "munge": {
+            "image": {"repository": image_repository(config, "munge"), "tag": image_tag(config)},
+            "resources": resources(worker.munge),
+        },
+        **sssd(config),
+    }
+    if "sssd" in spec:
+        repository, tag = SSSD_IMAGE.rsplit(":", 1)
+        spec["sssd"]["image"] = {"repository": repository, "tag": tag}
+    tolerations = pool_tolerations(pool)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {
+        "apiVersion": NODESET_API_VERSION,
+        "kind": "NodeSet",
+        "metadata": {
+            "name": nodeset_name(pool),
+            "namespace": config.cluster.namespace,
+            "annotations": {PARENT_ANNOTATION: config.cluster.name},
+        },
+        "spec": spec,
+    }
+
+
+def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
+    """The helm-slurm-cluster chart's ServiceAccount, Role and RoleBinding for sconfigcontroller."""
+    rules = [
+        {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs/status"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs/finalizers"], "verbs": ["update"]},
+    ]
+    labels = {"app.kubernetes.io/component": "sconfigcontroller"}
+    return service_account_rbac("sconfigcontroller", sconfigcontroller_account(config), config.cluster.namespace, labels, rules)
+
+
+def exporter_rbac(config: PlatformConfig) -> list[Rendered]:
+    """The chart's exporter ServiceAccount: it reads Secrets (the cluster's Slurm credentials)."""
+    if not config.slurm.exporter.enabled:
+        return []
+    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    labels = {"app.kubernetes.io/component": "slurm-exporter"}
+    return service_account_rbac("exporter", exporter_account(config), config.cluster.namespace, labels, rules)
+
+
+# --- the module interface -------------------------------------------------------
+
+
+def operator_values(config: PlatformConfig) -> dict[str, Any]:
+    values = soperator1.operator_values(config)
+    # Webhook certificates from cert-manager; workers and login are OpenKruise StatefulSets;
+    # no ServiceMonitor unless the Prometheus CRDs are there (set operators.soperator.values to enable).
+    values.update(certManager={"enabled": True}, kruise={"installOperator": True}, serviceMonitor={"enabled": False})
+    return values
+
+
+def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[ChartRelease]:
+    return soperator1.soperator_releases(config, operator_values(config), after)
+
+
+def needs_cert_manager(config: PlatformConfig) -> bool:
+    return config.operators.soperator.install
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    rendered = [Rendered("cluster", slurm_cluster_manifest(config))]
+    rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
+    rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
+    service = soperator1.restricted_login_service(config)
+    if service is not None:
+        rendered.append(Rendered("login-ssh", service))
+    return rendered
+
+
+def key_secrets(config: PlatformConfig) -> list[KeySecret]:
+    return []
+
+
+def worker_nodes(config: PlatformConfig) -> list[str]:
+    return [f"{nodeset_name(pool)}-{i}" for pool in config.gpu_pools for i in range(pool.worker_replicas)]
+
+
+login_service_name = soperator1.login_service_name
+login_endpoint = soperator1.login_endpoint
+ssh_command = soperator1.ssh_command

@@ -1,0 +1,241 @@
+"""Config keys that must reach the resources: each test fails if its key is
+ignored or hard-coded (the mutations issue 8 found the suite blind to), plus
+secret config staying secret and namespaces declared once."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.config import parse_config
+from components.platform import build_platform
+from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
+from tests.harness import run_under_mocks, stack_config
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
+
+
+def with_changes(stack: str, **changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(stack_config(stack))
+    for key, value in changes.items():
+        raw[key] = value if not isinstance(value, dict) else _merge(raw.get(key, {}), value)
+    return raw
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = _merge(merged.get(key, {}), value) if isinstance(value, dict) else value
+    return merged
+
+
+def platform_run(raw: dict[str, Any], secret_keys: frozenset[str] = frozenset()):
+    config = parse_config(raw, secret_keys)
+    return run_under_mocks(lambda: build_platform(config), raw)
+
+
+def charts(run) -> dict[str, Any]:
+    found = {r.name.removeprefix("operators-"): r for r in run.of_type(CHART)}
+    assert found, "no Helm chart registered"
+    return found
+
+
+# --- user Helm values ----------------------------------------------------------------------
+
+USER_VALUES: dict[str, dict[str, Any]] = {
+    "gpuOperator": {"driver": {"enabled": False, "repository": "registry.example.com/nvidia"}, "mig": {"strategy": "mixed"}},
+    "networkOperator": {"nfd": {"enabled": False}, "operator": {"resources": {"limits": {"memory": "1Gi"}}}},
+    "soperator": {"controllerManager": {"manager": {"resources": {"limits": {"memory": "512Mi"}}}}},
+    "mariadbOperator": {"metrics": {"enabled": True}},
+    "certManager": {"prometheus": {"enabled": False}},
+}
+CHART_OF = {
+    "gpuOperator": "gpu-operator",
+    "networkOperator": "network-operator",
+    "soperator": "soperator",
+    "mariadbOperator": "mariadb-operator",
+    "certManager": "cert-manager",
+}
+
+
+@pytest.mark.parametrize("operator", sorted(USER_VALUES))
+def test_user_helm_values_reach_the_chart_and_win(operator):
+    operators: dict[str, dict[str, Any]] = {key: {"values": values} for key, values in USER_VALUES.items()}
+    operators["certManager"]["install"] = True
+    run = platform_run(with_changes("prod-hanoi", operators=operators))
+    values = charts(run)[CHART_OF[operator]].inputs["values"]
+    expected = USER_VALUES[operator]
+    for key, value in expected.items():
+        assert _merge(values[key], value) == values[key], (operator, key, values[key])
+
+
+def test_user_values_keep_our_other_values():
+    run = platform_run(with_changes("prod-hanoi", operators={"gpuOperator": {"values": USER_VALUES["gpuOperator"]}}))
+    values = charts(run)["gpu-operator"].inputs["values"]
+    assert values["driver"]["enabled"] is False and values["driver"]["repository"] == "registry.example.com/nvidia"
+    assert values["mig"] == {"strategy": "mixed"}
+    assert values["toolkit"] == {"enabled": True} and values["nfd"] == {"enabled": True}
+
+
+# --- secret config stays secret -------------------------------------------------------------
+
+
+def test_secret_operators_config_makes_chart_values_secret():
+    raw = with_changes("prod-hanoi", operators={"mariadbOperator": {"values": {"rootPassword": "Zq8-from-config"}}})
+    secret = platform_run(raw, frozenset({"operators"}))
+    for chart in charts(secret).values():
+        assert "values" in chart.secret_inputs, chart.name
+    assert charts(secret)["mariadb-operator"].inputs["values"]["rootPassword"] == "Zq8-from-config"
+    plain = platform_run(raw)
+    assert not any("values" in chart.secret_inputs for chart in charts(plain).values())
+
+
+def test_secret_slurm_config_makes_the_slurm_cluster_spec_secret():
+    raw = stack_config("dev")
+    (cluster,) = platform_run(raw, frozenset({"slurm"})).of_type(SLURM_CLUSTER)
+    assert "spec" in cluster.secret_inputs
+    (cluster,) = platform_run(raw).of_type(SLURM_CLUSTER)
+    assert "spec" not in cluster.secret_inputs
+
+
+def test_secret_storage_config_makes_volume_specs_secret():
+    raw = stack_config("prod-hanoi")
+    secret = platform_run(raw, frozenset({"storage"}))
+    (storage_class,) = secret.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert {"parameters", "mountOptions"} <= set(storage_class.secret_inputs)
+    for volume in secret.of_type("kubernetes:core/v1:PersistentVolume") + secret.of_type("kubernetes:core/v1:PersistentVolumeClaim"):
+        assert "spec" in volume.secret_inputs, volume.name
+    (storage_class,) = platform_run(raw).of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert not storage_class.secret_inputs
+
+
+# --- munge key rotation ------------------------------------------------------------------------
+
+
+def munge_key_keepers(run) -> dict[str, Any]:
+    (component,) = run.of_type("slurm-platform:munge:MungeKey")
+    keys = [r for r in run.resources if r.parent == component.urn and r.type.startswith("random:")]
+    assert len(keys) == 1, [r.name for r in keys]
+    return keys[0].inputs["keepers"]
+
+
+def test_munge_key_rotation_is_wired_from_config():
+    assert munge_key_keepers(platform_run(stack_config("dev"))) == {"rotation": "0"}
+    rotated = with_changes("dev", slurm={"mungeKeyRotation": 3})
+    assert munge_key_keepers(platform_run(rotated)) == {"rotation": "3"}
+
+
+# --- SlurmCluster fields from config ------------------------------------------------------------
+
+
+def spec(raw: dict[str, Any]) -> dict[str, Any]:
+    return slurm_cluster_manifest(parse_config(raw))["spec"]
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_drain_on_failure_is_wired(drain):
+    raw = with_changes("dev", slurm={"ncclBenchmark": {"drainOnFailure": drain}})
+    assert spec(raw)["periodicChecks"]["ncclBenchmark"]["failureActions"] == {"setSlurmNodeDrainState": drain}
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_cgroup_version_is_wired(version):
+    raw = with_changes("dev", slurm={"worker": {"cgroupVersion": version}})
+    assert spec(raw)["slurmNodes"]["worker"]["cgroupVersion"] == version
+
+
+def test_the_restricted_login_service_keeps_client_addresses():
+    # Local: no second hop through another node, so the client address the
+    # source ranges are checked against is the real one.
+    service = restricted_login_service(parse_config(stack_config("prod-hanoi")))
+    assert service is not None
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "198.51.100.16/28"]
+
+
+def test_rdma_default_follows_the_pools():
+    with_rdma = spec(stack_config("dev"))["slurmNodes"]["worker"]["slurmd"]["resources"]
+    assert with_rdma["rdma/rdma_shared_device_a"] == "1"
+    raw = stack_config("dev")
+    raw["nodePools"][0]["rdma"] = False
+    without = spec(raw)["slurmNodes"]["worker"]["slurmd"]["resources"]
+    assert not [key for key in without if key.startswith("rdma/")]
+
+
+def test_load_balancer_ip_reaches_the_cluster_only_with_a_load_balancer():
+    raw = with_changes("dev", slurm={"login": {"serviceType": "LoadBalancer", "loadBalancerIp": "203.0.113.7"}})
+    assert spec(raw)["slurmNodes"]["login"]["sshdServiceLoadBalancerIP"] == "203.0.113.7"
+    assert "sshdServiceLoadBalancerIP" not in spec(stack_config("dev"))["slurmNodes"]["login"]
+
+
+def test_mount_paths_are_normalised_in_the_cluster():
+    raw = with_changes("local", storage={"submounts": [{"name": "data", "mountPath": "/mnt//data/./x/../"}]})
+    mounts = spec(raw)["slurmNodes"]["worker"]["volumes"]["jailSubMounts"]
+    assert mounts == [{"name": "data", "mountPath": "/mnt/data", "volumeSourceName": "data"}]
+
+
+# --- namespaces ------------------------------------------------------------------------------------
+
+
+def test_operators_sharing_the_cluster_namespace_declare_it_once_protected():
+    shared = {name: {"namespace": "fpt-hpc"} for name in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")}
+    run = platform_run(with_changes("prod-hanoi", operators=shared))
+    namespaces = run.of_type(NAMESPACE)
+    assert [n.inputs["metadata"]["name"] for n in namespaces] == ["fpt-hpc"]
+    (namespace,) = namespaces
+    assert namespace.protect and namespace.retain_on_delete
+    chart_names = charts(run)
+    for chart in chart_names.values():
+        assert namespace.urn in chart.dependencies, chart.name
+
+
+def test_each_operator_namespace_is_declared_once():
+    run = platform_run(stack_config("prod-hanoi"))
+    names = [n.inputs["metadata"]["name"] for n in run.of_type(NAMESPACE)]
+    assert names and len(names) == len(set(names))
+    assert {"fpt-hpc", "gpu-operator", "nvidia-network-operator", "soperator-system", "mariadb-operator"} == set(names)
+
+
+# --- operator values and the provider ----------------------------------------------------------
+
+
+def test_deep_merge_is_deep_and_copies():
+    from components.operators import deep_merge
+
+    ours: dict[str, Any] = {"driver": {"enabled": True, "env": {"A": "1"}}, "mig": {"strategy": "single"}, "list": [1]}
+    theirs: dict[str, Any] = {"driver": {"env": {"B": "2"}}, "mig": "off", "new": {"x": 1}}
+    merged = deep_merge(ours, theirs)
+    assert merged == {"driver": {"enabled": True, "env": {"A": "1", "B": "2"}}, "mig": "off", "list": [1], "new": {"x": 1}}
+    merged["driver"]["env"]["A"] = "changed"
+    merged["new"]["x"] = 2
+    assert ours["driver"]["env"]["A"] == "1" and theirs["new"]["x"] == 1
+    assert deep_merge({"a": 1}, {"a": {"b": 2}}) == {"a": {"b": 2}}
+
+
+def test_operator_values_from_typed_config():
+    from components.operators import gpu_operator_values, network_operator_values, uses_mariadb_operator
+    from components.slurm.soperator1 import operator_values as soperator_values
+
+    raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
+    config = parse_config(raw)
+    assert gpu_operator_values(config)["driver"] == {"enabled": True, "version": "550.127.08"}
+    assert network_operator_values(config) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}, "upgradeCRDs": False}
+    assert soperator_values(config)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
+    external = parse_config(stack_config("prod-hangzhou"))
+    assert soperator_values(external)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "false"
+    assert not uses_mariadb_operator(parse_config(with_changes("prod-hanoi", slurm={"accounting": {"enabled": False}})))
+
+
+def test_the_kubernetes_provider_follows_config():
+    raw = stack_config("local")
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["renderYamlToDirectory"] == "rendered"
+    assert provider.inputs["enableServerSideApply"] in (True, "true")
+    raw = stack_config("prod-hanoi")
+    (provider,) = run_under_mocks(lambda: build_platform(parse_config(raw)), raw).of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "fke-prod-hanoi" and "renderYamlToDirectory" not in provider.inputs

@@ -1,0 +1,121 @@
+"""The other Slurm operators under the real Pulumi engine, offline, in render
+mode (manifests written to a directory): Slinky and ACK stacks derived from the
+`local` stack are previewed and brought up, their rendered custom resources
+checked against the upstream contracts; and the soperator 1.14.10 -> 4.1.7
+upgrade is previewed on an up-to-date local stack: the data claims and the
+munge Secret are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.contracts import manifest_errors
+from tests.engine import ToolchainError, Workspace, new_workspace
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    try:
+        return new_workspace(tmp_path_factory.mktemp("engine-operators"))
+    except ToolchainError as error:
+        pytest.fail(str(error))
+
+
+def derived_stack(ws: Workspace, stack: str, directory: str, **config) -> None:
+    """A stack file from Pulumi.local.yaml with `config` keys replaced, rendering to `directory`."""
+    document = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())
+    document["config"]["slurm-platform:kubernetes"] = {"renderYamlToDirectory": directory}
+    for key, value in config.items():
+        document["config"][f"slurm-platform:{key}"] = value
+    (ws.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    ws.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
+
+
+def no_operator_charts() -> dict:
+    # Offline: no chart can be fetched; the chart wiring is covered by tests/test_engine.py's fixtures.
+    return {key: {"install": False} for key in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator", "slinky", "certManager")}
+
+
+def check_rendered(ws: Workspace, directory: str) -> list[str]:
+    """Every rendered manifest against its schema; the kinds found."""
+    manifests = ws.rendered(directory)
+    for manifest in manifests:
+        assert manifest_errors(manifest) == [], (manifest["kind"], manifest["metadata"]["name"])
+    return [manifest["kind"] for manifest in manifests]
+
+
+def test_slinky_stack_previews_and_renders_valid_manifests(ws):
+    derived_stack(ws, "slinky", "rendered-slinky", slurmOperator="slinky", operators=no_operator_charts())
+    steps = ws.preview_steps("slinky")
+    created = {s["urn"].split("::")[-2].rsplit("$", 1)[-1] for s in steps if s["op"] == "create"}
+    assert {"kubernetes:slinky.slurm.net/v1beta1:Controller", "kubernetes:slinky.slurm.net/v1beta1:LoginSet"} <= created
+    ws.pulumi("up", "--yes", "--skip-preview", stack="slinky")
+    kinds = check_rendered(ws, "rendered-slinky")
+    assert {"Controller", "NodeSet", "LoginSet", "Accounting", "Secret"} <= set(kinds)
+    assert "SlurmCluster" not in kinds
+    state = ws.state_file("slinky").read_text()
+    exported = json.loads(ws.pulumi("stack", "export", "--show-secrets", stack="slinky").stdout)
+    keys = [r for r in exported["deployment"]["resources"] if r["type"] == "random:index/randomPassword:RandomPassword"]
+    assert keys and all(r["id"] == "none" for r in keys)
+    for key in keys:
+        value = key["outputs"]["result"]
+        plain = json.loads(value["plaintext"]) if isinstance(value, dict) else value
+        assert plain not in state
+
+
+def test_ack_stack_previews_and_renders_valid_manifests(ws):
+    slurm = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())["config"]["slurm-platform:slurm"]
+    slurm.update(
+        accounting={"enabled": False},
+        ack={
+            "image": "registry.example.cn/slurm:23.06",
+            "home": {"server": "nas.example.cn", "path": "/home"},
+            "autoscaling": {"enabled": True},
+        },
+    )
+    derived_stack(ws, "ack", "rendered-ack", slurmOperator="ack", operators=no_operator_charts(), slurm=slurm)
+    ws.pulumi("preview", stack="ack")
+    ws.pulumi("up", "--yes", "--skip-preview", stack="ack")
+    kinds = check_rendered(ws, "rendered-ack")
+    assert {"SlurmCluster", "ConfigMap", "Service", "PersistentVolume", "PersistentVolumeClaim", "Role"} <= set(kinds)
+    (cluster,) = [m for m in ws.rendered("rendered-ack") if m["kind"] == "SlurmCluster"]
+    assert cluster["apiVersion"] == "kai.alibabacloud.com/v1" and cluster["spec"]["mungeConfPath"] == "/var/munge/munge.key"
+    # Autoscaled fields are the copilot's once the CR exists: a second preview changes nothing.
+    ws.pulumi("preview", "--expect-no-changes", stack="ack")
+
+
+def test_upgrade_to_soperator_4_1_7_keeps_data_and_munge_key(ws):
+    derived_stack(ws, "upgrade", "rendered-upgrade", operators=no_operator_charts())
+    ws.pulumi("up", "--yes", "--skip-preview", stack="upgrade")
+    with ws.config_set("operators.soperator.version", "4.1.7", stack="upgrade"):
+        steps = ws.preview_steps("upgrade")
+    changed = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
+    assert not [name for name in changed if name.startswith(("storage-", "munge-"))], changed
+    assert changed.get("slurm-cluster") == "update"
+    assert {"slurm-nodeset-gpu"} <= {name for name, op in changed.items() if op == "create"}
+    assert not [name for name, op in changed.items() if op in ("replace", "delete", "create-replacement", "delete-replaced")]
+
+
+def test_policy_pack_runs_on_the_slinky_stack(ws):
+    """The pack under the engine on Slinky's resources: passes as rendered, and its Slinky rule bites when a key is cut."""
+    settings = json.loads((ws.project / "policies" / "config" / "local.json").read_text())
+    settings["slinky-references"] = "mandatory"
+    pack_config = ws.root / "slinky-pack.json"
+    pack_config.write_text(json.dumps(settings))
+    pack = ["--policy-pack", "policies", "--policy-pack-config", str(pack_config)]
+    ws.pulumi("preview", *pack, stack="slinky")
+    slinky_py = ws.project / "components" / "slurm" / "slinky.py"
+    original = slinky_py.read_text()
+    broken = original.replace('"slurmKeyRef": {"name": n["slurm_key"], "key": SLURM_KEY}', '"slurmKeyRef": {"name": "nowhere", "key": SLURM_KEY}')
+    assert broken != original
+    slinky_py.write_text(broken)
+    try:
+        result = ws.pulumi("preview", *pack, check=False, stack="slinky")
+    finally:
+        slinky_py.write_text(original)
+    assert result.returncode != 0
+    assert "slinky-references" in result.stdout + result.stderr and "'nowhere'" in result.stdout + result.stderr

@@ -1,0 +1,401 @@
+"""The three other Slurm operators, each against the issue's checklist:
+soperator 4.1.7 (and the upgrade from 1.14.10), ACK ack-slurm-operator in both
+API generations, and SchedMD's Slinky."""
+
+import copy
+
+import pytest
+
+from components.config import ConfigError, parse_config
+from components.operators import chart_releases
+from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
+from tests.contracts import contract_errors
+from tests.harness import stack_config
+from tests.test_program import run_stack
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SECRET = "kubernetes:core/v1:Secret"
+
+
+def with_overrides(stack, **raw):
+    return parse_config({**stack_config(stack), **raw})
+
+
+# ---------------------------------------------------------------------------
+# Choosing the operator
+
+
+def test_the_config_key_chooses_the_module():
+    assert operator_module(parse_config({})).OPERATOR == soperator1.OPERATOR  # absent key: today's default
+    assert operator_module(parse_config(stack_config("staging-hanoi"))).OPERATOR == soperator4.OPERATOR
+    assert operator_module(parse_config(stack_config("staging-hangzhou"))).OPERATOR == ack.OPERATOR
+    assert operator_module(parse_config(stack_config("prod-hcm"))).OPERATOR == slinky.OPERATOR
+
+
+GPU_POOL = {"name": "gpu", "selector": {"a": "b"}, "gpusPerNode": 8, "cpuPerNode": "8", "memoryPerNode": "8Gi", "nodeCount": 2}
+ACK_IMAGE = {"image": "x/slurm:1"}
+
+
+@pytest.mark.parametrize(
+    "raw, path, expected",
+    [
+        ({"slurmOperator": "ack"}, "slurm.ack", "required when slurmOperator is ack"),
+        ({"slurmOperator": "ack", "slurm": {"ack": ACK_IMAGE}}, "slurm.accounting.database", "must be 'external' with slurmOperator ack"),
+        ({"slurmOperator": "ack", "slurm": {"ack": ACK_IMAGE}}, "slurm.ack.slurmdbdConfSecretName", "required when accounting is enabled"),
+        ({"slurmOperator": "slinky", "ldap": {"enabled": False}}, "ldap.enabled", "must be true when slurmOperator is slinky"),
+        (
+            {"slurmOperator": "ack", "slurm": {"ack": ACK_IMAGE, "accounting": {"enabled": False}, "controller": {"size": 2}}},
+            "slurm.controller.size",
+            "must be 1 with slurmOperator ack",
+        ),
+        (
+            {
+                "slurmOperator": "ack",
+                "nodePools": [{**GPU_POOL, "slurmWorkers": 5}],
+                "slurm": {"ack": {**ACK_IMAGE, "autoscaling": {"enabled": True, "maxNodesPerGroup": 4}}, "accounting": {"enabled": False}},
+            },
+            "nodePools[0].slurmWorkers",
+            "is more than slurm.ack.autoscaling.maxNodesPerGroup (4)",
+        ),
+        ({"slurmOperator": "pbs"}, "slurmOperator", "Input should be 'soperator', 'ack' or 'slinky'"),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p", "pools": ["nope"]}]}},
+            "slurm.partitions[0].pools",
+            "nope is not a GPU pool",
+        ),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "p"}, {"name": "p"}]}},
+            "slurm.partitions[1].name",
+            "must be unique among partitions",
+        ),
+        ({"operators": {"ackSlurmOperator": {"install": True}}}, "operators.ackSlurmOperator", "install: true needs version and repository"),
+        ({"operators": {"soperator": {"version": "3.0.0"}}}, "operators.soperator.version", "Input should be '1.14.10' or '4.1.7'"),
+        ({"slurm": {"partitions": [{"name": "gpu"}]}}, "slurm.partitions", "soperator 1.14.10 has one implicit partition"),
+        (
+            {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"controller": {"size": 2}}},
+            "slurm.controller.size",
+            "runs a single slurmctld",
+        ),
+        (
+            {
+                "operators": {"soperator": {"version": "4.1.7"}},
+                "slurm": {"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]},
+            },
+            "slurm.partitions[1].default",
+            "at most one partition can be the default",
+        ),
+        ({"nodePools": [{**GPU_POOL, "slurmWorkers": 1}]}, "nodePools[0].slurmWorkers", "needs per-pool workers"),
+    ],
+)
+def test_bad_operator_config_is_a_clear_error(raw, path, expected):
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    line = next((line for line in str(error.value).splitlines() if line.strip().startswith(f"slurm-platform:{path}:")), None)
+    assert line is not None, str(error.value)
+    assert expected in line, line
+
+
+# ---------------------------------------------------------------------------
+# soperator 4.1.7
+
+
+@pytest.fixture(scope="module")
+def staging_hanoi():
+    return parse_config(stack_config("staging-hanoi"))
+
+
+def test_soperator4_cluster_has_no_workers_and_one_nodeset_per_gpu_pool(staging_hanoi):
+    rendered = soperator4.render(staging_hanoi)
+    (cluster,) = manifest_of(rendered, "SlurmCluster")
+    assert "worker" not in cluster["spec"]["slurmNodes"] and cluster["spec"]["crVersion"] == "4.1.7"
+    nodesets = manifest_of(rendered, "NodeSet")
+    assert [n["metadata"]["name"] for n in nodesets] == ["h100", "h200"]
+    for nodeset, pool in zip(nodesets, staging_hanoi.gpu_pools, strict=True):
+        assert nodeset["apiVersion"] == "slurm.nebius.ai/v1alpha1"
+        assert nodeset["metadata"]["namespace"] == cluster["metadata"]["namespace"]
+        assert nodeset["metadata"]["annotations"] == {"slurm.nebius.ai/parental-cluster-ref": "fpt-hpc"}
+        assert nodeset["spec"]["replicas"] == pool.node_count and nodeset["spec"]["nodeSelector"] == pool.selector
+        assert nodeset["spec"]["slurmd"]["resources"]["nvidia.com/gpu"] == "8"
+        assert nodeset["spec"]["slurmd"]["volumes"]["jail"] == {"persistentVolumeClaim": {"claimName": "jail-pvc"}}
+        assert contract_errors(nodeset) == []
+    assert contract_errors(cluster) == []
+
+
+def test_soperator4_partitions_are_structured_by_nodeset(staging_hanoi):
+    partitions = soperator4.slurm_cluster_manifest(staging_hanoi)["spec"]["partitionConfiguration"]
+    assert partitions == {
+        "configType": "structured",
+        "partitions": [
+            {"name": "main", "isAll": True, "config": "Default=YES MaxTime=INFINITE State=UP"},
+            {"name": "h200", "nodeSetRefs": ["h200"], "config": "Default=NO MaxTime=24:00:00 State=UP"},
+        ],
+    }
+
+
+def test_soperator4_charts_bring_cert_manager_for_the_webhooks(staging_hanoi):
+    releases = {r.key: r for r in chart_releases(staging_hanoi)}
+    assert releases["soperator-crds"].version == releases["soperator"].version == "4.1.7"
+    assert releases["soperator"].values["certManager"] == {"enabled": True}
+    assert "cert-manager" in releases and "cert-manager" in releases["soperator"].depends_on
+    present = with_overrides("staging-hanoi", operators={**stack_config("staging-hanoi")["operators"], "certManager": {"install": False}})
+    assert "cert-manager" not in {r.key for r in chart_releases(present)}
+    # 1.14.10 registers no webhooks: no cert-manager unless asked.
+    assert "cert-manager" not in {r.key for r in chart_releases(parse_config(stack_config("prod-hanoi")))}
+
+
+def test_soperator4_uses_ldap_through_sssd(staging_hanoi):
+    rendered = soperator4.render(staging_hanoi)
+    (cluster,) = manifest_of(rendered, "SlurmCluster")
+    assert cluster["spec"]["slurmNodes"]["login"]["sssdConfSecretRefName"] == "sssd-config"
+    assert all(n["spec"]["sssdConfSecretRefName"] == "sssd-config" for n in manifest_of(rendered, "NodeSet"))
+
+
+# --- the upgrade path -----------------------------------------------------------------
+
+
+DATA = ("storage-jail-pvc", "storage-controller-spool-pvc", "storage-jail-submount-mlperf-sd-pvc", "storage-jail-pvc-nfs")
+
+
+def identity(resource):
+    return (resource.urn, resource.inputs, resource.protect, resource.retain_on_delete, sorted(resource.dependencies))
+
+
+def test_upgrading_1_14_10_to_4_1_7_keeps_the_data_and_the_munge_key():
+    before = run_stack("prod-hanoi")
+    operators = copy.deepcopy(stack_config("prod-hanoi")["operators"])
+    operators["soperator"]["version"] = "4.1.7"
+    after = run_stack("prod-hanoi", operators=operators)
+    kept = [*DATA, "munge-secret", *(r.name for r in before.resources if r.name.startswith("munge-key"))]
+    assert len(kept) >= len(DATA) + 2
+    for name in kept:
+        assert identity(after.named(name)) == identity(before.named(name)), name
+    # The SlurmCluster is the same resource (same URN, apiVersion, kind, name): an update, not a replacement.
+    cluster_before, cluster_after = before.named("slurm-cluster"), after.named("slurm-cluster")
+    assert cluster_before.urn == cluster_after.urn
+    for field in ("apiVersion", "kind", "metadata"):
+        assert cluster_before.inputs[field] == cluster_after.inputs[field]
+    assert cluster_after.inputs["spec"]["crVersion"] == "4.1.7"
+    # The charts are updated in place, the NodeSets are new.
+    assert before.named("operators-soperator").urn == after.named("operators-soperator").urn
+    assert {r.name for r in after.resources} - {r.name for r in before.resources} >= {"slurm-nodeset-h100", "slurm-nodeset-h200"}
+
+
+# ---------------------------------------------------------------------------
+# Alibaba ack-slurm-operator
+
+
+@pytest.fixture(scope="module", params=["2024-12", "2024-06"])
+def ack_config(request):
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["operators"]["ackSlurmOperator"]["apiGeneration"] = request.param
+    return parse_config(raw)
+
+
+def ack_templates(cluster):
+    spec = cluster["spec"]
+    heads = [spec[role]["template"] for role in ("headGroupSpec", "slurmctld", "slurmdbd") if role in spec]
+    return heads + [group["template"] for group in spec["workerGroupSpecs"]]
+
+
+def test_ack_cluster_in_both_api_generations(ack_config):
+    cluster = ack.slurm_cluster_manifest(ack_config)
+    spec = cluster["spec"]
+    assert cluster["apiVersion"] == "kai.alibabacloud.com/v1"
+    if ack_config.operators.ack_slurm_operator.api_generation == "2024-12":
+        assert "headGroupSpec" not in spec and spec["slurmctld"]["replicas"] == 1 and "slurmdbd" in spec
+    else:
+        assert "slurmctld" not in spec and "headGroupSpec" in spec
+    assert [(g["groupName"], g["replicas"]) for g in spec["workerGroupSpecs"]] == [("a10", 2)]
+    assert "workerCount" not in str(spec)
+    assert contract_errors(cluster) == []
+
+
+def test_ack_config_map_and_munge_key_are_mounted_where_the_cr_says(ack_config):
+    cluster = ack.slurm_cluster_manifest(ack_config)
+    spec = cluster["spec"]
+    assert spec["slurmConfPath"] == "/var/slurm" and spec["mungeConfPath"] == "/var/munge/munge.key"
+    for template in ack_templates(cluster):
+        (container,) = template["spec"]["containers"]
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        conf = volumes[mounts["/var/slurm"]]["projected"]["sources"]
+        assert {"configMap": {"name": "ack-slurm-cluster-1-slurm-conf"}} in conf
+        assert volumes[mounts["/var/munge"]]["secret"]["secretName"] == "ack-slurm-cluster-1-munge"
+        assert volumes[mounts["/home"]] == {"name": "home", "persistentVolumeClaim": {"claimName": "slurm-home-pvc"}}
+        assert mounts["/etc/nslcd.conf"] == mounts["/etc/ldap/ldap.conf"] == "ldap-client"
+        # The DB password (slurmdbd.conf) reaches only where slurmdbd runs.
+        has_dbd_conf = any("secret" in source for source in conf)
+        assert has_dbd_conf == (container["name"] == "slurmdbd" or (container["name"] == "slurmctld" and "headGroupSpec" in spec))
+
+
+def test_ack_slurm_conf_is_generated_from_config(ack_config):
+    text = ack.slurm_conf(ack_config)
+    lines = text.splitlines()
+    assert lines[:2] == ["ClusterName=ack-slurm-cluster-1", "SlurmctldHost=ack-slurm-cluster-1-head"]
+    assert "GresTypes=gpu" in lines and "AuthType=auth/munge" in lines
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
+    dbd_host = "ack-slurm-cluster-1-slurmdbd" if ack.new_api(ack_config) else "ack-slurm-cluster-1-head"
+    assert f"AccountingStorageHost={dbd_host}" in lines
+    assert "NodeSet=a10 Feature=a10" in lines
+    assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:1 Feature=a10,cloud State=CLOUD" in lines
+    assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
+    for setting in (
+        "SuspendProgram=/slurm-suspend.sh",
+        "ResumeProgram=/slurm-resume.sh",
+        "SuspendTime=600",
+        "ResumeRate=1",
+        "CommunicationParameters=NoAddrCache",
+        "ReconfigFlags=KeepPowerSaveSettings",
+    ):
+        assert setting in lines
+    quiet = with_overrides(
+        "staging-hangzhou", slurm={**stack_config("staging-hangzhou")["slurm"], "ack": {"image": "x/slurm:1", "slurmdbdConfSecretName": "s"}}
+    )
+    assert "State=CLOUD" not in ack.slurm_conf(quiet) and "SuspendProgram" not in ack.slurm_conf(quiet)
+
+
+def test_ack_login_is_a_private_clb_with_the_guides_labels(ack_config):
+    service = ack.login_service(ack_config)
+    labels = {"kai.alibabacloud.com/slurm-cluster": "ack-slurm-cluster-1", "kai.alibabacloud.com/slurm-node-type": "head"}
+    assert service["metadata"]["labels"] == service["spec"]["selector"] == labels
+    assert service["metadata"]["annotations"]["service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"] == "intranet"
+    assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
+    head = ack_templates(ack.slurm_cluster_manifest(ack_config))[0]
+    assert labels.items() <= head["metadata"]["labels"].items()
+
+
+def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):
+    rendered = {r.role: r for r in ack.render(ack_config)}
+    (rule,) = rendered["copilot-role"].manifest["rules"]
+    assert rule == {
+        "apiGroups": ["kai.alibabacloud.com"],
+        "resources": ["slurmclusters"],
+        "verbs": ["get", "watch", "list", "update", "patch"],
+        "resourceNames": ["ack-slurm-cluster-1"],
+    }
+    assert rendered["copilot-binding"].manifest["subjects"][0]["name"] == rendered["copilot-sa"].manifest["metadata"]["name"]
+    head = ack_templates(rendered["cluster"].manifest)[0]
+    assert head["spec"]["serviceAccountName"] == "ack-slurm-cluster-1-slurmctld-copilot"
+    assert rendered["cluster"].ignore_changes == (
+        "spec.workerGroupSpecs[*].replicas",
+        "spec.workerGroupSpecs[*].podsToBeCreated",
+        "spec.workerGroupSpecs[*].podsToBeDeleted",
+    )
+
+
+def test_ack_stack_under_mocks():
+    run = run_stack("staging-hangzhou")
+    (cluster,) = run.of_type("kubernetes:kai.alibabacloud.com/v1:SlurmCluster")
+    assert cluster.parent.endswith("SlurmCluster::slurm")
+    names = {r.name for r in run.resources}
+    assert {"slurm-slurm-conf", "munge-secret", "slurm-home-pv", "slurm-home-pvc", "slurm-login-ssh", "slurm-copilot-role"} <= names
+    munge = run.named("munge-secret")
+    assert set(munge.inputs["data"]) == {"munge.key"} and "data" in munge.secret_inputs
+    for name in ("slurm-home-pv", "slurm-home-pvc"):
+        assert run.named(name).protect and run.named(name).retain_on_delete
+    # No jail on ACK: its pods carry their own root file system.
+    assert not [r for r in run.of_type(PVC) if r.inputs["metadata"]["name"] in ("jail-pvc", "controller-spool-pvc")]
+    assert not run.of_type("kubernetes:helm.sh/v4:Chart")  # install: false, as the guide (marketplace)
+
+
+def test_ack_operator_chart_when_installed_by_us():
+    operators = copy.deepcopy(stack_config("staging-hangzhou")["operators"])
+    operators["ackSlurmOperator"].update(install=True, version="1.2.0", repository="oci://registry.example.cn/charts")
+    (release,) = [r for r in chart_releases(with_overrides("staging-hangzhou", operators=operators)) if r.key == "ack-slurm-operator"]
+    assert release.chart == "oci://registry.example.cn/charts/ack-slurm-operator" and release.version == "1.2.0"
+
+
+# ---------------------------------------------------------------------------
+# SchedMD Slinky
+
+
+@pytest.fixture(scope="module")
+def hcm():
+    return parse_config(stack_config("prod-hcm"))
+
+
+def test_slinky_controller_references_random_key_secrets(hcm):
+    (controller,) = manifest_of(slinky.render(hcm), "Controller")
+    assert controller["spec"]["slurmKeyRef"] == {"name": "slinky-hpc-auth-slurm", "key": "slurm.key"}
+    assert controller["spec"]["jwtKeyRef"] == {"name": "slinky-hpc-auth-jwt", "key": "jwt.key"}
+    run = run_stack("prod-hcm")
+    for secret_name, key in (("slurm-slurm-key", "slurm.key"), ("slurm-jwt-key", "jwt.key")):
+        secret = run.named(secret_name)
+        assert set(secret.inputs["data"]) == {key} and "data" in secret.secret_inputs
+        password = run.named(f"{secret_name}-random")
+        assert password.type == "random:index/randomPassword:RandomPassword" and password.inputs["length"] == 1024
+        assert password.inputs["keepers"] == {"rotation": "0"}
+    # The custom resources wait for the keys they name.
+    waits = {run.by_urn(u).name for u in run.named("slurm-controller").dependencies}
+    assert {"slurm-slurm-key", "slurm-jwt-key"} <= waits
+    # Generated keys' ids are "none": no RandomBytes/RandomId/RandomString (their ids carry the value).
+    assert not [r for r in run.resources if r.type.split(":")[-1] in ("RandomBytes", "RandomId", "RandomString")]
+    assert "munge-secret" not in {r.name for r in run.resources}  # auth/slurm: no munge
+
+
+def test_slinky_nodesets_loginset_accounting_restapi(hcm):
+    rendered = slinky.render(hcm)
+    (nodeset,) = manifest_of(rendered, "NodeSet")
+    assert nodeset["spec"]["controllerRef"] == {"name": "slinky-hpc"} and nodeset["spec"]["replicas"] == 4
+    assert nodeset["spec"]["template"]["spec"]["nodeSelector"] == {"worker.fptcloud/pool": "gpu-h100"}
+    assert nodeset["spec"]["slurmd"]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    (loginset,) = manifest_of(rendered, "LoginSet")
+    assert loginset["spec"]["sssdConfRef"] == {"name": "sssd-config", "key": "sssd.conf"}
+    assert loginset["spec"]["service"]["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    (accounting,) = manifest_of(rendered, "Accounting")
+    assert accounting["spec"]["storageConfig"]["host"] == "slinky-hpc-mariadb.slinky-hpc.svc.cluster.local"
+    assert accounting["spec"]["storageConfig"]["passwordKeyRef"] == {"name": "slinky-hpc-mariadb-password", "key": "password"}
+    (mariadb,) = manifest_of(rendered, "MariaDB")
+    assert mariadb["spec"]["passwordSecretKeyRef"] == accounting["spec"]["storageConfig"]["passwordKeyRef"]
+    assert manifest_of(rendered, "RestApi")
+    (controller,) = manifest_of(rendered, "Controller")
+    assert controller["spec"]["accountingRef"] == {"name": "slinky-hpc"}
+    assert "PartitionName=main Nodes=h100 Default=YES MaxTime=INFINITE State=UP" in controller["spec"]["extraConf"]
+    for manifest in rendered:
+        if manifest.manifest["apiVersion"].startswith("slinky"):
+            assert contract_errors(manifest.manifest) == [], manifest.role
+
+
+def test_slinky_external_accounting_and_no_restapi(hcm):
+    slurm = copy.deepcopy(stack_config("prod-hcm")["slurm"])
+    slurm["accounting"] = {"database": "external", "external": {"host": "db.example.vn", "passwordSecretName": "acct-db"}}
+    slurm["slinky"]["restApi"] = False
+    config = with_overrides("prod-hcm", slurm=slurm)
+    rendered = slinky.render(config)
+    assert not manifest_of(rendered, "MariaDB") and not manifest_of(rendered, "RestApi")
+    (accounting,) = manifest_of(rendered, "Accounting")
+    assert accounting["spec"]["storageConfig"]["host"] == "db.example.vn"
+    assert {s.role for s in slinky.key_secrets(config)} == {"slurm-key", "jwt-key"}
+
+
+def test_slinky_charts(hcm):
+    releases = {r.key: r for r in chart_releases(hcm)}
+    assert releases["slurm-operator-crds"].version == releases["slurm-operator"].version == "1.2.1"
+    assert releases["slurm-operator"].chart == "oci://ghcr.io/slinkyproject/charts/slurm-operator"
+    assert releases["slurm-operator"].values["crds"] == {"enabled": False}
+    assert {"slurm-operator-crds", "cert-manager", "mariadb-operator"} <= set(releases["slurm-operator"].depends_on)
+
+
+# ---------------------------------------------------------------------------
+# Contracts catch mistakes in every operator's shape
+
+
+@pytest.mark.parametrize(
+    "stack, kind, path",
+    [
+        ("staging-hanoi", "NodeSet", ("spec", "workerCount")),
+        ("staging-hanoi", "SlurmCluster", ("spec", "slurmNodes", "worker")),
+        ("staging-hangzhou", "SlurmCluster", ("spec", "workerCount")),
+        ("prod-hcm", "Controller", ("spec", "mungeKeyRef")),
+        ("prod-hcm", "LoginSet", ("spec", "sssd")),
+    ],
+)
+def test_contracts_reject_unknown_fields(stack, kind, path):
+    config = parse_config(stack_config(stack))
+    manifest = copy.deepcopy(next(r.manifest for r in operator_module(config).render(config) if r.manifest["kind"] == kind))
+    target = manifest
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = {"size": 2} if path[-1] == "worker" else 3
+    errors = contract_errors(manifest)
+    assert any(path[-1] in e for e in errors), errors
