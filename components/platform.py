@@ -26,9 +26,6 @@ def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
         render_yaml_to_directory=kube.render_yaml_to_directory,
         # Server-side apply keeps fields other controllers own (e.g. operator status).
         enable_server_side_apply=True,
-        # A changed Secret (munge key rotation, an adopted hand-made munge Secret) is
-        # updated in place: replacing it would delete the object soperator mounts.
-        enable_secret_mutable=True,
     )
 
 

@@ -309,6 +309,9 @@ EOF
 	# Retried: `kubectl wait` fails on a CRD that has no conditions yet.
 	wait_for 30 crds "${kubectl[@]}" wait --for condition=Established --timeout 5s crd --all ||
 		die "the contracts' CRDs were not established in 30 s"
+	# kwok's stages read the OpenAPI v3 document of the kinds they watch, published a moment after Established.
+	wait_for 30 openapi "${kubectl[@]}" get --raw /openapi/v3/apis/slurm.nebius.ai/v1 ||
+		die "the SlurmCluster OpenAPI document was not published in 30 s"
 }
 
 # A running control plane in RUN_DIR, started if it is not: prints the kubeconfig path.

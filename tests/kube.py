@@ -10,8 +10,9 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -97,8 +98,9 @@ class LocalCluster:
             raise AssertionError(result.stderr)
         return json.loads(result.stdout)
 
-    def apply(self, manifests: list[dict]) -> None:
-        self.kubectl("apply", "--server-side", "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests))
+    def apply(self, manifests: list[dict], force: bool = False) -> None:
+        force_flag = ["--force-conflicts"] if force else []
+        self.kubectl("apply", "--server-side", *force_flag, "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests))
 
     def add_nodes(self, stack_file: Path) -> list[str]:
         """kwok nodes for the stack's pools; returns their names once every one is Ready."""
@@ -117,6 +119,15 @@ class LocalCluster:
 
         wait_until("every kwok node to be Ready", all_ready, timeout=60)
         return names
+
+
+def contains(stored: Any, sent: Any) -> bool:
+    """Every field we sent is in what the server stored, with the same value (nothing pruned or changed)."""
+    if isinstance(sent, dict):
+        return isinstance(stored, dict) and all(k in stored and contains(stored[k], v) for k, v in sent.items())
+    if isinstance(sent, list):
+        return isinstance(stored, list) and len(stored) == len(sent) and all(map(contains, stored, sent))
+    return stored == sent
 
 
 def _alive(pid: int) -> bool:

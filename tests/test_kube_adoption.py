@@ -70,8 +70,13 @@ def test_a_hand_made_jail_claim_is_adopted_without_replacement(ws, cluster):
             {
                 "nameTable": {"storage": storage, "k8s": provider},
                 "resources": [
-                    {"type": "kubernetes:core/v1:PersistentVolumeClaim", "name": f"storage-{JAIL_CLAIM}",
-                     "id": f"{namespace}/{JAIL_CLAIM}", "parent": "storage", "provider": "k8s"},
+                    {
+                        "type": "kubernetes:core/v1:PersistentVolumeClaim",
+                        "name": f"storage-{JAIL_CLAIM}",
+                        "id": f"{namespace}/{JAIL_CLAIM}",
+                        "parent": "storage",
+                        "provider": "k8s",
+                    },
                 ],
             }
         )

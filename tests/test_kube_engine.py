@@ -17,7 +17,7 @@ import pytest
 
 from components.munge import MUNGE_KEY_FIELD
 from tests.engine import ToolchainError, Workspace
-from tests.kube import KWOK_STACK, ClusterError, LocalCluster, kwok_workspace, wait_until
+from tests.kube import KWOK_STACK, ClusterError, LocalCluster, contains, kwok_workspace, wait_until
 
 NAMESPACE = "fpt-hpc"
 CLAIMS = ["jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"]
@@ -107,7 +107,7 @@ def test_every_custom_resource_is_accepted_and_stored_by_the_api_server(ws, clus
         assert stored is not None, (kind, name)
         assert stored["metadata"]["uid"] == live["metadata"]["uid"]
         # What the server stored (after pruning unknown fields and defaulting) still holds all we sent.
-        assert _contains(stored["spec"], resource["inputs"]["spec"]), (kind, name)
+        assert contains(stored["spec"], resource["inputs"]["spec"]), (kind, name)
 
 
 @pytest.mark.parametrize(
@@ -152,13 +152,11 @@ def test_refresh_shows_out_of_band_drift_and_the_next_up_repairs_it(ws, cluster)
 
 def test_fields_owned_by_another_manager_survive_an_update(ws, cluster):
     # Another tool (field manager kube-tests) owns an annotation on the SlurmCluster; kwok owns its status.
-    cluster.kubectl(
-        "annotate", "slurmcluster", "fpt-hpc", "-n", NAMESPACE, "backup.example.com/schedule=nightly", "--field-manager=kube-tests"
-    )
-    ws.pulumi("config", "set", "--path", "slurm-platform:slurm.worker.size", "5", stack=KWOK_STACK)
+    cluster.kubectl("annotate", "slurmcluster", "fpt-hpc", "-n", NAMESPACE, "backup.example.com/schedule=nightly", "--field-manager=kube-tests")
+    ws.pulumi("config", "set", "--path", "slurm-platform:slurm.worker.size", "3", stack=KWOK_STACK)
     up(ws)
     stored = cluster.get("slurmcluster", "fpt-hpc", NAMESPACE)
-    assert stored["spec"]["slurmNodes"]["worker"]["size"] == 5
+    assert stored["spec"]["slurmNodes"]["worker"]["size"] == 3
     assert stored["metadata"]["annotations"]["backup.example.com/schedule"] == "nightly"
     assert stored["status"]["phase"] == "Available"
     shown = json.loads(cluster.kubectl("get", "slurmcluster", "fpt-hpc", "-n", NAMESPACE, "-o", "json", "--show-managed-fields").stdout)
@@ -172,8 +170,10 @@ def test_a_slurm_cluster_that_fails_shows_its_failure_condition(ws, cluster):
     try:
         status = wait_until(
             "SlurmCluster fpt-hpc to report its failure",
-            lambda: (cluster.get("slurmcluster", "fpt-hpc", NAMESPACE).get("status") or {}).get("phase") == "Not available"
-            and cluster.get("slurmcluster", "fpt-hpc", NAMESPACE)["status"],
+            lambda: (
+                (cluster.get("slurmcluster", "fpt-hpc", NAMESPACE).get("status") or {}).get("phase") == "Not available"
+                and cluster.get("slurmcluster", "fpt-hpc", NAMESPACE)["status"]
+            ),
             timeout=60,
         )
         (condition,) = status["conditions"]
@@ -195,12 +195,3 @@ def test_destroy_refuses_the_protected_volumes_and_they_stay_in_the_api_server(w
     after = {claim: cluster.get("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in claim_names(cluster)}
     assert after == before
     assert MUNGE_KEY_FIELD in munge["data"]
-
-
-def _contains(stored, sent) -> bool:
-    """Every field we sent is in what the server stored, with the same value."""
-    if isinstance(sent, dict):
-        return isinstance(stored, dict) and all(k in stored and _contains(stored[k], v) for k, v in sent.items())
-    if isinstance(sent, list):
-        return isinstance(stored, list) and len(stored) == len(sent) and all(map(_contains, stored, sent))
-    return stored == sent

@@ -26,6 +26,8 @@ def test_every_configured_node_becomes_a_kwok_node_shaped_like_its_pool():
 
 def test_an_invalid_stack_file_is_refused_with_the_key_path(tmp_path: Path):
     stack_file = tmp_path / "Pulumi.bad.yaml"
-    stack_file.write_text("config:\n  slurm-platform:nodePools:\n    - name: gpu\n      selector: {}\n      cpuPerNode: '8'\n      memoryPerNode: 8Gi\n      nodeCount: 1\n")
+    stack_file.write_text(
+        "config:\n  slurm-platform:nodePools:\n    - name: gpu\n      selector: {}\n      cpuPerNode: '8'\n      memoryPerNode: 8Gi\n      nodeCount: 1\n"
+    )
     with pytest.raises(ConfigError, match=r"slurm-platform:nodePools\[0\]\.selector"):
         stack_config(stack_file)
