@@ -94,3 +94,4 @@ schema: $(STAMP)
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py

@@ -1,19 +1,18 @@
 """Adopting what an operator made by hand, against a real API server: `jail-pvc`
-exists before the stack does; `pulumi import` brings it into the `kwok` stack
-under its component, and the next up neither replaces nor re-creates it (same
-UID, still bound).
-
-Not covered: a hand-made munge Secret. Its key differs from the generated one
-and `kubectl` owns its `data`, so the first preview after its import fails with
-the API server's server-side-apply field conflict (409).
+and the munge Secret exist before the stack does (made as the guides make them).
+`pulumi import` brings the claim into the `kwok` stack under its component;
+`slurm.adoptMungeSecret` has the program import the Secret as it is (its key
+kept). Nothing is replaced or re-created: same UIDs, same key, claim still bound.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
+from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.storage import JAIL_CLAIM, claim_manifest, data_volumes
 from scripts.kwok_nodes import stack_config
 from tests.engine import ToolchainError
@@ -57,11 +56,17 @@ def test_a_hand_made_jail_claim_is_adopted_without_replacement(ws, cluster):
     cluster.kubectl("create", "-f", "-", stdin=json.dumps(claim_manifest(jail, namespace, config.storage.storage_class.name)))
     wait_until("the hand-made claim to bind", lambda: cluster.get("pvc", JAIL_CLAIM, namespace)["status"].get("phase") == "Bound")
     before = cluster.get("pvc", JAIL_CLAIM, namespace)["metadata"]["uid"]
+    # The guide's `kubectl create secret generic ... --from-file=munge.key` with a key of its own.
+    secret_name = munge_secret_name(config.cluster.name)
+    cluster.kubectl("create", "secret", "generic", secret_name, "-n", namespace, f"--from-literal={MUNGE_KEY_FIELD}={secrets.token_hex(512)}")
+    munge_before = cluster.get("secret", secret_name, namespace)
+    ws.pulumi("config", "set", "--path", "slurm-platform:slurm.adoptMungeSecret", "true", stack=KWOK_STACK)
+    # Adopted objects live in a namespace the stack does not own (a config rule).
+    ws.pulumi("config", "set", "--path", "slurm-platform:cluster.createNamespace", "false", stack=KWOK_STACK)
 
     storage = urn("slurm-platform:storage:Storage", "storage")
     claim_urn = urn("kubernetes:core/v1:PersistentVolumeClaim", f"storage-{JAIL_CLAIM}", "slurm-platform:storage:Storage")
-    # Everything else first, the claim to adopt left out. (The namespace is applied over the
-    # hand-made one: server-side apply takes an existing object's fields without replacing it.)
+    # Everything else first (the munge Secret imported on the way), the claim to adopt left out.
     ws.pulumi("up", "--yes", "--skip-preview", "--exclude", claim_urn, "--exclude-dependents", stack=KWOK_STACK)
     import_file = ws.root / "adopt.json"
     provider = urn("pulumi:providers:kubernetes", "k8s")
@@ -92,3 +97,6 @@ def test_a_hand_made_jail_claim_is_adopted_without_replacement(ws, cluster):
     assert cluster.get("pvc", JAIL_CLAIM, namespace)["metadata"]["uid"] == before
     assert cluster.get("pvc", JAIL_CLAIM, namespace)["status"]["phase"] == "Bound"
     ws.pulumi("preview", "--expect-no-changes", stack=KWOK_STACK)
+    munge_after = cluster.get("secret", secret_name, namespace)
+    assert munge_after["metadata"]["uid"] == munge_before["metadata"]["uid"]
+    assert munge_after["data"] == munge_before["data"]

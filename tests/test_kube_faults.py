@@ -1,0 +1,139 @@
+"""Faults in the middle of `pulumi up` against a real API server: the API server
+killed, etcd killed, the CLI interrupted. Each run must fail (or stop) with a
+clear error, leave a consistent state, and the next up must converge with the
+protected volumes and the munge Secret unchanged (same UID, same data).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from tests.engine import ToolchainError, Workspace
+from tests.kube import KWOK_STACK, ClusterError, LocalCluster, kwok_workspace, wait_until
+
+NAMESPACE = "fpt-hpc"
+MUNGE_SECRET = "fpt-hpc-munge"
+PROTECTED_CLAIMS = ["jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"]
+NEW_CLAIMS = 3
+UP_TIMEOUT = 600
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, request):
+    cluster = LocalCluster(tmp_path_factory.mktemp("kube-faults"))
+    request.addfinalizer(cluster.stop)
+    try:
+        cluster.start()
+    except ClusterError as error:
+        pytest.fail(str(error))
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def ws(cluster, tmp_path_factory):
+    try:
+        workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-faults"), cluster)
+    except (ToolchainError, ClusterError) as error:
+        pytest.fail(str(error))
+    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
+    workspace.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    return workspace
+
+
+def data_fingerprint(cluster: LocalCluster) -> dict:
+    """What must never change: the UIDs of the data volumes and the munge Secret, and the Secret's data."""
+    claims = {claim: cluster.get("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in PROTECTED_CLAIMS}
+    secret = cluster.get("secret", MUNGE_SECRET, NAMESPACE)
+    return {"claims": claims, "munge": (secret["metadata"]["uid"], secret["data"])}
+
+
+def start_up(ws: Workspace, prefix: str) -> subprocess.Popen:
+    """An up with work in flight: new submounts, each a claim that waits to bind."""
+    first = next_submount(ws)
+    for index in range(NEW_CLAIMS):
+        for key, value in (("name", f"{prefix}-{index}"), ("mountPath", f"/mnt/{prefix}-{index}")):
+            ws.pulumi("config", "set", "--path", f"slurm-platform:storage.submounts[{first + index}].{key}", value, stack=KWOK_STACK)
+    return subprocess.Popen(
+        ["pulumi", "up", "--yes", "--skip-preview", "--stack", KWOK_STACK, "--non-interactive"],
+        cwd=ws.project,
+        env=ws.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # Its own session: a signal meant for the CLI never reaches pytest.
+        start_new_session=True,
+    )
+
+
+def next_submount(ws: Workspace) -> int:
+    config = json.loads(ws.pulumi("config", "--json", stack=KWOK_STACK).stdout)
+    return len(config["slurm-platform:storage"]["objectValue"]["submounts"])
+
+
+def claim_exists(cluster: LocalCluster, prefix: str) -> bool:
+    return cluster.get("pvc", f"jail-submount-{prefix}-0-pvc", NAMESPACE) is not None
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    try:
+        output, _ = process.communicate(timeout=UP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        raise AssertionError(f"pulumi up still running after {UP_TIMEOUT} s:\n{output[-4000:]}") from None
+    return process.returncode, output
+
+
+def pending_operations(ws: Workspace) -> list[dict]:
+    deployment = json.loads(ws.pulumi("stack", "export", stack=KWOK_STACK).stdout)["deployment"]
+    return deployment.get("pending_operations") or []
+
+
+def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) -> None:
+    """Clear what the interrupted run left pending, then the next up finishes the job and touches no data."""
+    if pending_operations(ws):
+        ws.pulumi("refresh", "--yes", "--skip-preview", "--clear-pending-creates", stack=KWOK_STACK)
+    assert not pending_operations(ws)
+    ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    ws.pulumi("preview", "--expect-no-changes", stack=KWOK_STACK)
+    assert data_fingerprint(cluster) == before
+    for index in range(NEW_CLAIMS):
+        assert cluster.get("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
+
+
+@pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
+def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converges(ws, cluster, process):
+    before = data_fingerprint(cluster)
+    prefix = f"kill-{process.removeprefix('kube-')}"
+    up = start_up(ws, prefix)
+    try:
+        wait_until("the up to create its first new claim", lambda: claim_exists(cluster, prefix), timeout=300)
+        cluster.kill(process)
+        code, output = finish(up)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert code != 0, output
+    errors = "\n".join(line for line in output.splitlines() if "error" in line.lower())
+    assert "connection refused" in errors or "the server was unable to return a response" in errors, errors
+    cluster.restart(process)
+    converge(ws, cluster, before, prefix)
+
+
+def test_sigint_mid_up_stops_and_the_next_up_converges(ws, cluster):
+    before = data_fingerprint(cluster)
+    up = start_up(ws, "sigint")
+    try:
+        wait_until("the up to create its first new claim", lambda: claim_exists(cluster, "sigint"), timeout=300)
+        up.send_signal(signal.SIGINT)
+        code, output = finish(up)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert code != 0, output
+    print(f"SIGINT: exit {code}; pending operations: {pending_operations(ws)}")
+    converge(ws, cluster, before, "sigint")
