@@ -98,6 +98,11 @@ class LocalCluster:
             raise AssertionError(result.stderr)
         return json.loads(result.stdout)
 
+    def require(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        found = self.get(kind, name, namespace)
+        assert found is not None, f"{kind} {namespace}/{name} not found"
+        return found
+
     def apply(self, manifests: list[dict], force: bool = False) -> None:
         force_flag = ["--force-conflicts"] if force else []
         self.kubectl("apply", "--server-side", *force_flag, "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests))

@@ -46,8 +46,8 @@ def ws(cluster, tmp_path_factory):
 
 def data_fingerprint(cluster: LocalCluster) -> dict:
     """What must never change: the UIDs of the data volumes and the munge Secret, and the Secret's data."""
-    claims = {claim: cluster.get("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in PROTECTED_CLAIMS}
-    secret = cluster.get("secret", MUNGE_SECRET, NAMESPACE)
+    claims = {claim: cluster.require("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in PROTECTED_CLAIMS}
+    secret = cluster.require("secret", MUNGE_SECRET, NAMESPACE)
     return {"claims": claims, "munge": (secret["metadata"]["uid"], secret["data"])}
 
 
@@ -94,15 +94,23 @@ def pending_operations(ws: Workspace) -> list[dict]:
 
 
 def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) -> None:
-    """Clear what the interrupted run left pending, then the next up finishes the job and touches no data."""
-    if pending_operations(ws):
-        ws.pulumi("refresh", "--yes", "--skip-preview", "--clear-pending-creates", stack=KWOK_STACK)
+    """The next up finishes the job and touches no data."""
     assert not pending_operations(ws)
     ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
     ws.pulumi("preview", "--expect-no-changes", stack=KWOK_STACK)
     assert data_fingerprint(cluster) == before
     for index in range(NEW_CLAIMS):
-        assert cluster.get("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
+        assert cluster.require("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
+
+
+def import_pending_creates(ws: Workspace, pending: list[dict]) -> None:
+    """Pending creates the API server did carry out are imported under their IDs (namespace/name):
+    clearing them instead would leave live objects the next up tries to create again."""
+    args = []
+    for operation in pending:
+        metadata = operation["resource"]["inputs"]["metadata"]
+        args += ["--import-pending-creates", operation["resource"]["urn"], "--import-pending-creates", f"{metadata['namespace']}/{metadata['name']}"]
+    ws.pulumi("refresh", "--yes", "--skip-preview", *args, stack=KWOK_STACK)
 
 
 @pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
@@ -153,6 +161,11 @@ def test_a_killed_cli_leaves_pending_creates_that_refresh_clears(ws, cluster):
     locked = ws.pulumi("refresh", "--yes", "--skip-preview", stack=KWOK_STACK, check=False)
     assert locked.returncode != 0 and "the stack is currently locked" in locked.stderr, locked.stderr
     ws.pulumi("cancel", "--yes", stack=KWOK_STACK)
+    # Each pending claim exists in the API server: the create was sent before the kill.
+    for operation in pending:
+        metadata = operation["resource"]["inputs"]["metadata"]
+        assert cluster.get("pvc", metadata["name"], metadata["namespace"]) is not None, metadata
+    import_pending_creates(ws, pending)
     converge(ws, cluster, before, "sigkill")
 
 
