@@ -59,16 +59,31 @@ toolchain:
 test: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
 
+# `make up` is the local stack; `make up STACK=kwok` deploys to a loopback
+# Kubernetes API server (scripts/kube-local.sh) with kwok's fake nodes.
+ifeq ($(STACK),kwok)
+up: $(STAMP) toolchain
+	mkdir -p .pulumi-state
+	scripts/kube-local.sh charts .kwok/charts
+	kubeconfig=$$(scripts/kube-local.sh ensure) && kubectl=$$(scripts/kube-local.sh bin)/kubectl && \
+	$(PYTHON) -m scripts.kwok_nodes Pulumi.kwok.yaml | $$kubectl --kubeconfig "$$kubeconfig" apply --server-side -f - && \
+	$(PULUMI_ENV) && export $(LOCAL_ENV) KUBECONFIG="$$kubeconfig" && \
+	pulumi stack select kwok --create --secrets-provider passphrase --non-interactive && \
+	pulumi up --stack kwok --yes --non-interactive
+	@echo "kubeconfig: $$(scripts/kube-local.sh kubeconfig); stop the control plane with scripts/kube-local.sh stop"
+else
 up: $(STAMP) toolchain
 	mkdir -p .pulumi-state
 	$(PULUMI_ENV) && export $(LOCAL_ENV) && \
 	pulumi stack select local --create --secrets-provider passphrase --non-interactive && \
 	pulumi up --stack local --yes --non-interactive
 	@echo "manifests: rendered/0-crd (CRDs) and rendered/1-manifest (everything else)"
+endif
 
 # The diff CI posts on a pull request, with the policy pack and the stack's policy config.
 preview: $(STAMP) $(POLICY_STAMP) toolchain
-	$(PULUMI_ENV) $(if $(filter local,$(STACK)),&& export $(LOCAL_ENV)) && \
+	$(PULUMI_ENV) $(if $(filter local kwok,$(STACK)),&& export $(LOCAL_ENV)) \
+	$(if $(filter kwok,$(STACK)),&& export KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") && \
 	pulumi preview --diff --stack $(STACK) --non-interactive \
 		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
@@ -79,3 +94,4 @@ schema: $(STAMP)
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py

@@ -52,21 +52,26 @@ def resource_count(ws: Workspace, stack: str) -> int:
     return len(ws.preview_steps(stack=stack))
 
 
-def scaled_stack(ws: Workspace, name: str, submounts: int, gpu_pools: int) -> str:
-    """The local stack with `submounts` more jail submounts and `gpu_pools` more GPU pools provisioned by Karpenter."""
-    local = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())
-    config = local["config"]
-    gpu_pool = config["slurm-platform:nodePools"][0]
-    config["slurm-platform:nodePools"] += [
-        {**gpu_pool, "name": f"gpu-{i:03d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:03d}"}, "karpenter": {}} for i in range(gpu_pools)
-    ]
+def scaled_stack(ws: Workspace, name: str, submounts: int, pools: list[dict], base: str = "local", kubernetes: dict | None = None) -> str:
+    """Stack `name`: stack `base` with `submounts` more jail submounts and `pools` more node pools."""
+    document = yaml.safe_load((ws.project / f"Pulumi.{base}.yaml").read_text())
+    config = document["config"]
+    config["slurm-platform:nodePools"] += pools
     config["slurm-platform:storage"]["submounts"] += [
         {"name": f"data-{i:03d}", "mountPath": f"/mnt/data-{i:03d}", "size": "1Ti"} for i in range(submounts)
     ]
-    config["slurm-platform:kubernetes"] = {"renderYamlToDirectory": f"rendered-{name}"}
-    (ws.project / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(local))
+    if kubernetes is not None:
+        config["slurm-platform:kubernetes"] = kubernetes
+    document.pop("encryptionsalt", None)  # the new stack gets its own
+    (ws.project / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(document))
     ws.pulumi("stack", "init", name, "--secrets-provider", "passphrase", stack=None)
     return name
+
+
+def karpenter_gpu_pools(ws: Workspace, count: int) -> list[dict]:
+    """`count` copies of the local stack's GPU pool, each provisioned by Karpenter."""
+    gpu_pool = yaml.safe_load((ws.project / "Pulumi.local.yaml").read_text())["config"]["slurm-platform:nodePools"][0]
+    return [{**gpu_pool, "name": f"gpu-{i:03d}", "selector": {"worker.fptcloud/pool": f"gpu-{i:03d}"}, "karpenter": {}} for i in range(count)]
 
 
 def main() -> None:
@@ -76,7 +81,10 @@ def main() -> None:
         one_seconds = median_seconds(one, "preview", stack="one")
         print(f"one-resource program: resources={resource_count(one, 'one'):>4} preview_median={one_seconds:6.2f} s")
 
-        sizes = [("local", "local"), ("medium", scaled_stack(ws, "medium", 50, 12)), ("large", scaled_stack(ws, "large", 220, 60))]
+        sizes = [("local", "local")] + [
+            (label, scaled_stack(ws, label, submounts, karpenter_gpu_pools(ws, pools), kubernetes={"renderYamlToDirectory": f"rendered-{label}"}))
+            for label, submounts, pools in (("medium", 50, 12), ("large", 220, 60))
+        ]
         for label, stack in sizes:
             count = resource_count(ws, stack)
             seconds = median_seconds(ws, "preview", stack=stack)

@@ -176,11 +176,14 @@ class Storage(pulumi.ComponentResource):
                     )
                 )
             claim = claim_manifest(volume, namespace, config.storage.storage_class.name)
+            # The binder and the API server fill these immutable fields in; an adopted
+            # (imported) claim carries them, and a diff on them would plan a replacement.
+            filled_in = [] if volume.static_nfs else ["spec.volumeName", "spec.volumeMode"]
             self.claims[volume.source_name] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{volume.claim_name}",
                 metadata=_metadata(claim),
                 spec=config.secret_if("storage", claim["spec"]),
-                opts=child_opts(self, opts, depends_on=deps, import_=adoption_id(claim) if volume.adopt else None, **keep),
+                opts=child_opts(self, opts, depends_on=deps, import_=adoption_id(claim) if volume.adopt else None, ignore_changes=filled_in, **keep),
             )
         self.claim_names = pulumi.Output.from_input({v.source_name: v.claim_name for v in data_volumes(config)})
         self.storage_class_name = pulumi.Output.from_input(config.storage.storage_class.name)

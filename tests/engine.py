@@ -19,7 +19,7 @@ import yaml
 from tests.harness import ROOT
 
 PASSPHRASE = "local-throwaway-passphrase"  # the documented passphrase of the local stack only
-PROJECT_FILES = ["Pulumi.yaml", "Pulumi.local.yaml", "__main__.py", "components", "policies"]
+PROJECT_FILES = ["Pulumi.yaml", "Pulumi.local.yaml", "Pulumi.kwok.yaml", "__main__.py", "components", "policies"]
 
 
 class ToolchainError(RuntimeError):

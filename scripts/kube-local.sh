@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on 127.0.0.1 for tests and local trials only:
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.33.3, etcd
+# v3.6.16 and kwok v0.8.0 (fake nodes), all built from Go modules (no Docker).
+#
+#   scripts/kube-local.sh build              build the pinned binaries (once; cached)
+#   scripts/kube-local.sh start [RUN_DIR]    start everything, print the kubeconfig path
+#   scripts/kube-local.sh stop [RUN_DIR]     stop every process by its PID file
+#   scripts/kube-local.sh ensure [RUN_DIR]   start unless running, print the kubeconfig path
+#   scripts/kube-local.sh kubeconfig [RUN_DIR]
+#   scripts/kube-local.sh bin                the directory of the binaries (kubectl too)
+#   scripts/kube-local.sh charts DIR         the kwok stack's stand-in charts
+#
+# Binaries go to $SLURM_PLATFORM_KUBE (default ~/.cache/slurm-platform/kube),
+# outside the checkout, with one stamp per build step (this script and the
+# step's wrapper module under scripts/kube/ are its inputs) and one progress line
+# per step on stderr. RUN_DIR (default <cache>/run) holds the throwaway PKI, the
+# static token, etcd's data, logs, and one PID file per process. Every port is
+# a free one on 127.0.0.1, chosen at start; every wait is bounded.
+set -euo pipefail
+
+KUBE_VERSION=v1.33.3
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+self=$here/$(basename "${BASH_SOURCE[0]}")
+sources=$here/kube
+root=${SLURM_PLATFORM_KUBE:-$HOME/.cache/slurm-platform/kube}/kube-${KUBE_VERSION#v}
+bin=$root/bin
+logs=$root/logs
+# The admin's static token: a throwaway credential of a loopback-only test cluster.
+ADMIN_TOKEN=slurm-platform-local-admin
+
+log() { echo "kube-local: $*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+# --- build ------------------------------------------------------------------
+
+fingerprint() {
+	{
+		cat "$self"
+		find "$sources/$1" -type f -print0 | LC_ALL=C sort -z | xargs -0 cat
+	} | sha256sum | cut -d' ' -f1
+}
+
+all_exist() {
+	local path
+	for path in "$@"; do
+		[[ -e $path ]] || return 1
+	done
+}
+
+step_number=0
+# step NAME EXPECTED MODULE_DIR OUTPUT... : runs build_NAME unless its stamp is current.
+step() {
+	local name=$1 expected=$2 module=$3 stamp
+	shift 3
+	step_number=$((step_number + 1))
+	stamp=$root/.stamp-$name
+	if [[ -f $stamp && "$(cat "$stamp")" == "$(fingerprint "$module")" ]] && all_exist "$@"; then
+		return
+	fi
+	log "[$step_number/4] $name (cold build about $expected; log: $logs/$name.log)"
+	rm -f "$stamp"
+	local started=$SECONDS
+	if ! (cd "$sources/$module" && "build_$name") >"$logs/$name.log" 2>&1; then
+		tail -n 30 "$logs/$name.log" >&2
+		die "$name failed; full log: $logs/$name.log"
+	fi
+	fingerprint "$module" >"$stamp"
+	echo "$name $((SECONDS - started)) s" >>"$logs/durations"
+}
+
+go_build() { nice -n 10 go build -ldflags "-s -w ${LDFLAGS:-}" -o "$bin/" "$@"; }
+
+build_control_plane() {
+	local stamp="" pkg
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		stamp+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=33 -X $pkg.gitTreeState=clean"
+	done
+	LDFLAGS=$stamp go_build k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() { go_build -o "$bin/etcd" .; }
+
+build_kwok() {
+	go_build sigs.k8s.io/kwok/cmd/kwok
+	"$bin/kwok" --version
+}
+
+# kwok's own stage files (shipped in its module) plus ours (scripts/kube/stages).
+build_stages() {
+	local kwok_dir stages=$root/stages.yaml file
+	kwok_dir=$(go -C "$sources/kwok" list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	: >"$stages.tmp"
+	for file in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		{ echo "---"; cat "$kwok_dir/kustomize/stage/$file"; } >>"$stages.tmp"
+	done
+	for file in "$sources"/stages/*.yaml; do
+		{ echo "---"; cat "$file"; } >>"$stages.tmp"
+	done
+	mv "$stages.tmp" "$stages"
+}
+
+build() {
+	command -v go >/dev/null || die "go is required to build the control plane"
+	mkdir -p "$bin" "$logs"
+	exec 9>"$root/.lock"
+	flock 9
+	export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
+	step control_plane "4-8 min" control-plane "$bin/kube-apiserver" "$bin/kube-controller-manager" "$bin/kube-scheduler" "$bin/kubectl"
+	step etcd "1 min" etcd "$bin/etcd"
+	step kwok "2 min" kwok "$bin/kwok"
+	step stages "1 s" stages "$root/stages.yaml"
+}
+
+# --- run --------------------------------------------------------------------
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+pki() {
+	local dir=$1/pki
+	mkdir -p "$dir"
+	(
+		cd "$dir"
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=slurm-platform-local-ca -keyout ca.key -out ca.crt
+		openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver -keyout apiserver.key -out apiserver.csr
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >san.ext
+		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out apiserver.crt
+		openssl genrsa -out sa.key 2048
+		openssl rsa -in sa.key -pubout -out sa.pub
+	) >"$1/logs/pki.log" 2>&1
+	# token,user,uid,groups: the admin and the control plane's own components.
+	printf '%s,admin,admin,system:masters\n' "$ADMIN_TOKEN" >"$dir/tokens.csv"
+}
+
+kubeconfig() {
+	local run=$1 port=$2
+	cat >"$run/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kwok
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $run/pki/ca.crt
+users:
+- name: admin
+  user:
+    token: $ADMIN_TOKEN
+contexts:
+- name: kwok
+  context: {cluster: kwok, user: admin}
+current-context: kwok
+EOF
+}
+
+# launch RUN NAME ARGS...: start one process in its own session, log and PID file in RUN.
+launch() {
+	local run=$1 name=$2
+	shift 2
+	# Appends (a restart keeps the crash's log); fd 9, the build lock, stays with us.
+	setsid "$@" >>"$run/logs/$name.log" 2>&1 </dev/null 9>&- &
+	echo $! >"$run/pids/$name.pid"
+}
+
+alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# wait_for SECONDS WHAT COMMAND...: bounded polling.
+wait_for() {
+	local deadline=$((SECONDS + $1)) what=$2
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.5
+	done
+}
+
+api_ready() {
+	curl -sf --max-time 2 --cacert "$1/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$2/readyz"
+}
+
+start_etcd() {
+	local run=$1
+	# shellcheck source=/dev/null
+	. "$run/ports.env"
+	launch "$run" etcd "$bin/etcd" --name local --data-dir "$run/etcd" \
+		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+		--initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --quota-backend-bytes 1073741824
+	wait_for 30 etcd curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" || die "etcd not healthy in 30 s: $run/logs/etcd.log"
+}
+
+start_apiserver() {
+	local run=$1 pki=$1/pki
+	# shellcheck source=/dev/null
+	. "$run/ports.env"
+	launch "$run" kube-apiserver "$bin/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+		--secure-port "$API_PORT" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" --client-ca-file "$pki/ca.crt" \
+		--token-auth-file "$pki/tokens.csv" --authorization-mode Node,RBAC \
+		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
+		--service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+		--endpoint-reconciler-type none --allow-privileged
+	wait_for 60 kube-apiserver api_ready "$run" "$API_PORT" || die "kube-apiserver not ready in 60 s: $run/logs/kube-apiserver.log"
+}
+
+start() {
+	local run=${1:-$root/run} name
+	[[ -x $bin/kube-apiserver && -f $root/stages.yaml ]] || build
+	mkdir -p "$run/logs" "$run/pids"
+	run=$(cd "$run" && pwd)
+	for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+		! alive "$run/pids/$name.pid" || die "$name already runs in $run (pid $(cat "$run/pids/$name.pid")); stop it first"
+	done
+	if [[ ! -f $run/ports.env ]]; then
+		pki "$run"
+		cat >"$run/ports.env" <<EOF
+ETCD_PORT=$(free_port)
+ETCD_PEER_PORT=$(free_port)
+API_PORT=$(free_port)
+EOF
+	fi
+	# shellcheck source=/dev/null
+	. "$run/ports.env"
+	kubeconfig "$run" "$API_PORT"
+	local started=$SECONDS
+	start_etcd "$run"
+	start_apiserver "$run"
+	cluster_basics "$run"
+	# Controllers act with per-controller service accounts: node lifecycle and
+	# the scheduler need them to place pods on kwok's fake nodes.
+	launch "$run" kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$run/kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port 0 --leader-elect=false --use-service-account-credentials=true \
+		--service-account-private-key-file "$run/pki/sa.key" --root-ca-file "$run/pki/ca.crt" \
+		--controllers '*,-bootstrapsigner,-tokencleaner' --node-monitor-grace-period 40s
+	launch "$run" kube-scheduler "$bin/kube-scheduler" --kubeconfig "$run/kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
+	launch "$run" kwok "$bin/kwok" --kubeconfig "$run/kubeconfig" --config "$root/stages.yaml" \
+		--manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+		--node-ip 127.0.0.1 --node-lease-duration-seconds 40
+	sleep 1
+	for name in kube-controller-manager kube-scheduler kwok; do
+		alive "$run/pids/$name.pid" || die "$name exited at start: $run/logs/$name.log"
+	done
+	log "control plane up on https://127.0.0.1:$API_PORT in $((SECONDS - started)) s (run dir $run)"
+	echo "$run/kubeconfig"
+}
+
+stop_one() {
+	local pid_file=$1 pid
+	alive "$pid_file" || {
+		rm -f "$pid_file"
+		return 0
+	}
+	pid=$(cat "$pid_file")
+	kill -TERM "$pid"
+	wait_for 15 "$pid" bash -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$pid_file"
+}
+
+stop() {
+	local run=${1:-$root/run} name
+	[[ -d $run/pids ]] || return 0
+	for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+		stop_one "$run/pids/$name.pid"
+	done
+}
+
+# The stand-in charts (scripts/kube/charts), into DEST.
+charts() {
+	local dest=${1:?destination directory}
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	cp -r "$sources/charts/." "$dest/"
+}
+
+# What a managed cluster has before any stack: the upstream CRDs of
+# ../shared/contracts that no stand-in chart supplies (soperator 1.14.10's
+# SlurmCluster, which kwok's stages watch, so it must exist before kwok starts,
+# and Slinky's; nothing in a stack owns them, so no destroy takes every custom
+# resource with it), and a default StorageClass (claims that name no class,
+# e.g. LDAP's, get it; the kwok stage provisions them).
+cluster_basics() {
+	local run=$1 contracts kubectl=("$bin/kubectl" --kubeconfig "$1/kubeconfig")
+	contracts=$(cd "$here/../.." && pwd)/shared/contracts
+	[[ -f $contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.yaml ]] || die "no contracts at $contracts"
+	{
+		"${kubectl[@]}" apply --server-side --field-manager kube-local \
+			-f "$contracts/soperator/1.14.10/" -f "$contracts/slinky/v1.2.1/" &&
+			"${kubectl[@]}" apply --server-side --field-manager kube-local -f - <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: kwok-default
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kwok.x-k8s.io/volume
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+EOF
+	} >"$run/logs/basics.log" 2>&1 || die "applying CRDs and the default StorageClass failed: $run/logs/basics.log"
+	# Retried: `kubectl wait` fails on a CRD that has no conditions yet.
+	wait_for 30 crds "${kubectl[@]}" wait --for condition=Established --timeout 5s crd --all ||
+		die "the contracts' CRDs were not established in 30 s"
+	# kwok's stages read the OpenAPI v3 document of the kinds they watch, published a moment after Established.
+	wait_for 30 openapi "${kubectl[@]}" get --raw /openapi/v3/apis/slurm.nebius.ai/v1 ||
+		die "the SlurmCluster OpenAPI document was not published in 30 s"
+}
+
+# A running control plane in RUN_DIR, started if it is not: prints the kubeconfig path.
+ensure() {
+	local run=${1:-$root/run}
+	if alive "$run/pids/kube-apiserver.pid" && alive "$run/pids/etcd.pid" && alive "$run/pids/kwok.pid"; then
+		echo "$run/kubeconfig"
+	else
+		stop "$run"
+		start "$run"
+	fi
+}
+
+case ${1:-} in
+build) build ;;
+start) start "${2:-}" ;;
+stop) stop "${2:-}" ;;
+ensure) ensure "${2:-}" ;;
+charts) charts "${2:-}" ;;
+bin) echo "$bin" ;;
+kubeconfig) echo "${2:-$root/run}/kubeconfig" ;;
+# Restart one stopped process of a running control plane (fault tests).
+restart-etcd) start_etcd "${2:?run dir}" ;;
+restart-apiserver) start_apiserver "${2:?run dir}" ;;
+*) die "usage: $0 build | start [RUN_DIR] | stop [RUN_DIR] | ensure [RUN_DIR] | kubeconfig [RUN_DIR] | charts DIR" ;;
+esac

@@ -1,0 +1,180 @@
+"""Faults in the middle of `pulumi up` against a real API server: the API server
+killed, etcd killed, the CLI interrupted. Each run must fail (or stop) with a
+clear error, leave a consistent state, and the next up must converge with the
+protected volumes and the munge Secret unchanged (same UID, same data).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from tests.engine import ToolchainError, Workspace
+from tests.kube import KWOK_STACK, ClusterError, LocalCluster, kwok_workspace, wait_until
+
+NAMESPACE = "fpt-hpc"
+MUNGE_SECRET = "fpt-hpc-munge"
+PROTECTED_CLAIMS = ["jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"]
+NEW_CLAIMS = 3
+UP_TIMEOUT = 600
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, request):
+    cluster = LocalCluster(tmp_path_factory.mktemp("kube-faults"))
+    request.addfinalizer(cluster.stop)
+    try:
+        cluster.start()
+    except ClusterError as error:
+        pytest.fail(str(error))
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def ws(cluster, tmp_path_factory):
+    try:
+        workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-faults"), cluster)
+    except (ToolchainError, ClusterError) as error:
+        pytest.fail(str(error))
+    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
+    workspace.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    return workspace
+
+
+def data_fingerprint(cluster: LocalCluster) -> dict:
+    """What must never change: the UIDs of the data volumes and the munge Secret, and the Secret's data."""
+    claims = {claim: cluster.require("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in PROTECTED_CLAIMS}
+    secret = cluster.require("secret", MUNGE_SECRET, NAMESPACE)
+    return {"claims": claims, "munge": (secret["metadata"]["uid"], secret["data"])}
+
+
+def start_up(ws: Workspace, prefix: str) -> subprocess.Popen:
+    """An up with work in flight: new submounts, each a claim that waits to bind."""
+    first = next_submount(ws)
+    for index in range(NEW_CLAIMS):
+        for key, value in (("name", f"{prefix}-{index}"), ("mountPath", f"/mnt/{prefix}-{index}")):
+            ws.pulumi("config", "set", "--path", f"slurm-platform:storage.submounts[{first + index}].{key}", value, stack=KWOK_STACK)
+    return subprocess.Popen(
+        ["pulumi", "up", "--yes", "--skip-preview", "--stack", KWOK_STACK, "--non-interactive"],
+        cwd=ws.project,
+        env=ws.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # Its own session: a signal meant for the CLI never reaches pytest.
+        start_new_session=True,
+    )
+
+
+def next_submount(ws: Workspace) -> int:
+    config = json.loads(ws.pulumi("config", "--json", stack=KWOK_STACK).stdout)
+    return len(config["slurm-platform:storage"]["objectValue"]["submounts"])
+
+
+def claim_exists(cluster: LocalCluster, prefix: str) -> bool:
+    return cluster.get("pvc", f"jail-submount-{prefix}-0-pvc", NAMESPACE) is not None
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    try:
+        output, _ = process.communicate(timeout=UP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        raise AssertionError(f"pulumi up still running after {UP_TIMEOUT} s:\n{output[-4000:]}") from None
+    return process.returncode, output
+
+
+def pending_operations(ws: Workspace) -> list[dict]:
+    deployment = json.loads(ws.pulumi("stack", "export", stack=KWOK_STACK).stdout)["deployment"]
+    return deployment.get("pending_operations") or []
+
+
+def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) -> None:
+    """The next up finishes the job and touches no data."""
+    assert not pending_operations(ws)
+    ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    ws.pulumi("preview", "--expect-no-changes", stack=KWOK_STACK)
+    assert data_fingerprint(cluster) == before
+    for index in range(NEW_CLAIMS):
+        assert cluster.require("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
+
+
+def import_pending_creates(ws: Workspace, pending: list[dict]) -> None:
+    """Pending creates the API server did carry out are imported under their IDs (namespace/name):
+    clearing them instead would leave live objects the next up tries to create again."""
+    args = []
+    for operation in pending:
+        metadata = operation["resource"]["inputs"]["metadata"]
+        args += ["--import-pending-creates", operation["resource"]["urn"], "--import-pending-creates", f"{metadata['namespace']}/{metadata['name']}"]
+    ws.pulumi("refresh", "--yes", "--skip-preview", *args, stack=KWOK_STACK)
+
+
+@pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
+def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converges(ws, cluster, process):
+    before = data_fingerprint(cluster)
+    prefix = f"kill-{process.removeprefix('kube-')}"
+    up = start_up(ws, prefix)
+    try:
+        wait_until("the up to create its first new claim", lambda: claim_exists(cluster, prefix), timeout=300)
+        cluster.kill(process)
+        code, output = finish(up)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert code != 0, output
+    # The run says it failed and which resources were in flight (with the API server's
+    # own error, e.g. "error reading from server: EOF"), not a hang or a success.
+    errors = "\n".join(line for line in output.splitlines() if "error" in line.lower())
+    print(f"{process} killed mid-up, exit {code}:\n{errors}")
+    assert "update failed" in errors, errors
+    assert [line for line in errors.splitlines() if "failed**" in line and "kubernetes:" in line], errors
+    # The failed steps were recorded as failed: nothing is left pending to clear.
+    assert pending_operations(ws) == []
+    cluster.restart(process)
+    converge(ws, cluster, before, prefix)
+
+
+def test_sigint_mid_up_stops_cleanly_and_the_next_up_converges(ws, cluster):
+    """Ctrl-C: the CLI cancels, lets the operations in flight finish, records them, and exits non-zero."""
+    before = data_fingerprint(cluster)
+    code, output = interrupted_up(ws, cluster, "sigint", signal.SIGINT)
+    assert code != 0, output
+    pending = pending_operations(ws)
+    print(f"SIGINT: exit {code}; pending operations: {pending}")
+    assert pending == []  # nothing to clear: the interrupted steps completed or were never started
+    converge(ws, cluster, before, "sigint")
+
+
+def test_a_killed_cli_leaves_pending_creates_that_refresh_clears(ws, cluster):
+    """The CLI killed outright (SIGKILL: a CI runner cancelled hard) leaves its in-flight creates pending."""
+    before = data_fingerprint(cluster)
+    code, _ = interrupted_up(ws, cluster, "sigkill", signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    pending = pending_operations(ws)
+    print(f"SIGKILL: pending operations: {[(p['type'], p['resource']['urn'].rsplit('::', 1)[1]) for p in pending]}")
+    assert pending and {p["type"] for p in pending} == {"creating"}, pending
+    # A killed CLI also leaves its stack lock: the next command refuses until it is removed.
+    locked = ws.pulumi("refresh", "--yes", "--skip-preview", stack=KWOK_STACK, check=False)
+    assert locked.returncode != 0 and "the stack is currently locked" in locked.stderr, locked.stderr
+    ws.pulumi("cancel", "--yes", stack=KWOK_STACK)
+    # Each pending claim exists in the API server: the create was sent before the kill.
+    for operation in pending:
+        metadata = operation["resource"]["inputs"]["metadata"]
+        assert cluster.get("pvc", metadata["name"], metadata["namespace"]) is not None, metadata
+    import_pending_creates(ws, pending)
+    converge(ws, cluster, before, "sigkill")
+
+
+def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: int) -> tuple[int, str]:
+    up = start_up(ws, prefix)
+    try:
+        wait_until("the up to create its first new claim", lambda: claim_exists(cluster, prefix), timeout=300)
+        up.send_signal(signum)
+        return finish(up)
+    finally:
+        if up.poll() is None:
+            up.kill()
