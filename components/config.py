@@ -1289,7 +1289,8 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                     f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}); a cell is GPUs on one node",
                     cell.gpus_per_cell,
                 )
-    fits = {pool.name: (pool.node_count, pool.gpus_per_node) for pool in config.gpu_pools}
+    # Slurm holds the guarantees, so its workers per pool are the capacity (nodeCount unless slurmWorkers says less).
+    fits = {pool.name: (pool.worker_replicas, pool.gpus_per_node) for pool in config.gpu_pools}
     requests = [
         cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
         for t in tenants
