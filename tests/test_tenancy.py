@@ -273,3 +273,32 @@ def test_the_stack_declares_the_tenants_and_exports_them():
     }
     assert tenants["team-b"]["borrowableGpus"] == 4 and tenants["team-b"]["qos"] == ["test", "oppo"]
     assert "tenants" not in run_stack(stack).outputs
+
+
+# ---------------------------------------------------------------------------
+# The example stacks
+
+
+def test_the_lab_stack_is_the_labs_first_layout_and_takes_its_second():
+    raw = stack_config("dev-lab")
+    config = parse_config(raw)
+    assert [(t.name, [(c.pool, c.gpus_per_cell, c.cells) for c in t.cells]) for t in config.tenants] == [
+        ("default", [("gpu-c", 1, 1)]),
+        ("vc1", [("gpu-d", 1, 1)]),
+    ]
+    both_in_one_vc = [
+        {"name": "default", "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}, {"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]}
+    ]
+    assert parse_config({**raw, "tenants": both_in_one_vc}).tenants[0].guaranteed_gpus == 2
+    # HiveD's crash case, refused at preview instead: a second VC on Carol's one-GPU machine.
+    with pytest.raises(ConfigError, match=r"pool 'gpu-c' cannot hold the guaranteed 1-GPU cells: 2 needed, 1 available \(asked by default, vc1\)"):
+        parse_config({**raw, "tenants": [{**t, "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}]} for t in raw["tenants"]]})
+
+
+def test_the_fpt_production_stack_shares_its_h100s_between_three_teams_on_soperator_4():
+    config = parse_config(stack_config("prod-hoalac"))
+    assert operator_module(config).OPERATOR == "soperator 4.1.7"
+    assert config.environment == "prod"
+    summary = tenancy.summary(config)
+    assert {name: t["guaranteedGpus"] for name, t in summary.items()} == {"llm": 16, "vision": 8, "speech": 6}
+    assert summary["vision"]["borrowableGpus"] == 8 and summary["speech"]["qos"] == ["test", "oppo"]
