@@ -1267,6 +1267,15 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
     for index, name in _duplicates([t.name for t in tenants]):
         yield Problem(("tenants", index, "name"), "must be unique among tenants", name)
+    # Each tenant also owns the Slurm account <name>-oppo.
+    oppo_accounts = {f"{t.name}-oppo": t.name for t in tenants}
+    for index, tenant in enumerate(tenants):
+        if tenant.name in oppo_accounts:
+            yield Problem(
+                ("tenants", index, "name"),
+                f"is the Slurm account for the oppo jobs of tenant {oppo_accounts[tenant.name]!r}; choose another name",
+                tenant.name,
+            )
     pools = {pool.name: pool for pool in config.node_pools}
     gpu_pool_names = ", ".join(sorted(pool.name for pool in config.gpu_pools))
     for i, tenant in enumerate(tenants):

@@ -137,7 +137,9 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             f"apply modify qos where name={level} set Priority={QOS_PRIORITY[level]} Preempt=oppo",
         ]
     for level in LEVELS:
-        lines.append(f"expect '{level}|{QOS_PRIORITY[level]}|{'' if level == 'oppo' else 'oppo'}' qos {level} format=Name,Priority,Preempt")
+        lines.append(
+            f"expect '{level}|{QOS_PRIORITY[level]}|{'' if level == 'oppo' else 'oppo'}' qos where name={level} format=Name,Priority,Preempt"
+        )
     for tenant in config.tenants:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
         if "oppo" in tenant.priorities:
@@ -196,7 +198,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": f"{config.cluster.name}-tenants-{tenants_hash(config)}", "namespace": config.cluster.namespace, "labels": labels},
-        "spec": {"backoffLimit": 20, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+        # It waits for slurmdbd; give up (and fail `pulumi up`) if it never answers.
+        "spec": {"backoffLimit": 20, "activeDeadlineSeconds": 1800, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
     }
 
 

@@ -289,6 +289,7 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenants-without-accounting", tenants(tenant(), **{"slurm.accounting.enabled": False}), "slurm.accounting.enabled"),
     ("tenant-name-twice", tenants(tenant(), tenant()), "tenants[1].name"),
     ("tenant-name-uppercase", tenants(tenant("Team-A")), "tenants[0].name"),
+    ("tenant-name-is-an-oppo-account", tenants(tenant(), tenant("team-a-oppo")), "tenants[1].name"),
     ("tenant-unknown-pool", tenants(tenant(cells=[{"pool": "a100", "gpusPerCell": 8, "cells": 1}])), "tenants[0].cells[0].pool"),
     ("tenant-cpu-pool", tenants(tenant(cells=[{"pool": "system", "gpusPerCell": 1, "cells": 1}])), "tenants[0].cells[0].pool"),
     ("tenant-cell-above-node", tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 16, "cells": 1}])), "tenants[0].cells[0].gpusPerCell"),
