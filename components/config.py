@@ -892,6 +892,16 @@ class PlatformConfig(Model):
         return [pool for pool in self.node_pools if pool.has_gpu]
 
     @property
+    def partitions(self) -> list[PartitionConfig]:
+        """The Slurm partitions to render: slurm.partitions, and with tenants but the default
+        partitions, one more per GPU pool (named after it) so jobs can ask for the pool of a cell."""
+        declared = list(self.slurm.partitions)
+        if not self.tenants or "partitions" in self.slurm.model_fields_set:
+            return declared
+        taken = {p.name for p in declared}
+        return declared + [PartitionConfig(name=pool.name, pools=[pool.name]) for pool in self.gpu_pools if pool.name not in taken]
+
+    @property
     def has_rdma(self) -> bool:
         return any(pool.rdma for pool in self.gpu_pools)
 

@@ -302,3 +302,25 @@ def test_the_fpt_production_stack_shares_its_h100s_between_three_teams_on_sopera
     summary = tenancy.summary(config)
     assert {name: t["guaranteedGpus"] for name, t in summary.items()} == {"llm": 16, "vision": 8, "speech": 6}
     assert summary["vision"]["borrowableGpus"] == 8 and summary["speech"]["qos"] == ["test", "oppo"]
+
+
+@pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
+def test_tenants_get_a_partition_per_gpu_pool_unless_partitions_are_declared(operator_name, stack):
+    raw = stack_config(stack)
+    default_partitions = {k: v for k, v in raw.get("slurm", {}).items() if k != "partitions"}
+    config = with_tenants(*two_teams(stack), stack=stack, slurm=default_partitions)
+    pools = [p.name for p in config.gpu_pools]
+    assert [(p.name, p.pools, p.default) for p in config.partitions] == [("main", [], True)] + [(name, [name], False) for name in pools]
+    text = slurm_conf_text(config) if operator_name != "soperator 4.1.7" else ""
+    for name in pools:
+        if operator_name == "soperator 4.1.7":
+            cluster = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]
+            assert {"name": name, "nodeSetRefs": [name], "config": "Default=NO MaxTime=INFINITE State=UP"} in cluster["spec"][
+                "partitionConfiguration"
+            ]["partitions"]
+        else:
+            assert any(line.startswith(f"PartitionName={name} ") for line in text.splitlines())
+    # Declared partitions are the operator's choice; without tenants nothing is added.
+    declared = with_tenants(*two_teams(stack), stack=stack, slurm={**default_partitions, "partitions": [{"name": "all", "default": True}]})
+    assert [p.name for p in declared.partitions] == ["all"]
+    assert [p.name for p in parse_config({**raw, "slurm": default_partitions}).partitions] == ["main"]

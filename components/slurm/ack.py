@@ -111,7 +111,7 @@ def node_lines(config: PlatformConfig) -> list[str]:
 
 def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         nodes = ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
         lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
     return lines

@@ -81,7 +81,7 @@ def nodeset_name(pool: NodePoolConfig) -> str:
 
 def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         pools = [p for p in config.gpu_pools if not partition.pools or p.name in partition.pools]
         nodes = ",".join(nodeset_name(p) for p in pools)
         lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")

@@ -89,7 +89,7 @@ def sconfigcontroller_account(config: PlatformConfig) -> str:
 
 def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
     partitions = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         entry: dict[str, Any] = {"name": partition.name}
         if partition.pools:
             entry["nodeSetRefs"] = [nodeset_name(p) for p in config.gpu_pools if p.name in partition.pools]
