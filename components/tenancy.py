@@ -46,6 +46,8 @@ LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/c
 SCRIPT_DIR = "/tenants"
 KEY_DIR = "/auth-key"
 SCRIPT = "sacctmgr.sh"
+# libmunge's default socket, shared with a munged sidecar through an emptyDir.
+MUNGE_SOCKET = "/run/munge/munge.socket.2"
 # What the policy pack reads back (slurm-tenant-cells-fit).
 CELLS_KEY = "cells.json"
 
@@ -104,6 +106,8 @@ def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
 
 
 def _auth_setup(client: AccountingClient) -> list[str]:
+    if client.munge_image:
+        return [f"until [ -S {MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done"]
     if client.auth == "auth/munge":
         return [
             "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
@@ -174,7 +178,9 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
 def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     """Runs the script once per tenant config: a new hash is a new Job (Jobs are immutable)."""
     labels = {**LABELS, "slurm-platform/tenants-hash": tenants_hash(config)}
-    pod_spec = {
+    key_mount = {"name": "auth-key", "mountPath": KEY_DIR, "readOnly": True}
+    munge_mount = {"name": "munge-socket", "mountPath": "/run/munge"}
+    pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
         **system_placement(config),
         "containers": [
@@ -183,10 +189,7 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
                 "image": client.image,
                 "command": ["/bin/bash", f"{SCRIPT_DIR}/{SCRIPT}"],
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-                "volumeMounts": [
-                    {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
-                    {"name": "auth-key", "mountPath": KEY_DIR, "readOnly": True},
-                ],
+                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, key_mount],
             }
         ],
         "volumes": [
@@ -194,6 +197,21 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
             {"name": "auth-key", "secret": {"secretName": client.key_secret, "items": [{"key": client.key, "path": "key"}], "defaultMode": 0o400}},
         ],
     }
+    if client.munge_image:
+        # A native sidecar (an init container that keeps running): the Job completes when sacctmgr does.
+        pod_spec["initContainers"] = [
+            {
+                "name": "munge",
+                "image": client.munge_image,
+                "restartPolicy": "Always",
+                # munged wants a plain root-owned 0400 file in a private directory, not the Secret's symlink.
+                "command": ["/bin/sh", "-c", f"install -m 0400 {KEY_DIR}/key /etc/munge/munge.key && exec munged -F -S {MUNGE_SOCKET}"],
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+                "volumeMounts": [key_mount, munge_mount],
+            }
+        ]
+        pod_spec["containers"][0]["volumeMounts"].append(munge_mount)
+        pod_spec["volumes"].append({"name": "munge-socket", "emptyDir": {}})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

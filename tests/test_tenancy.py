@@ -12,7 +12,7 @@ import pytest
 from components import tenancy
 from components.config import ConfigError, parse_config
 from components.ldap import seed_ldif
-from components.slurm import ack, manifest_of, operator_module
+from components.slurm import ack, manifest_of, operator_module, soperator4
 from policies.cell_fit import CellRequest, Shortfall, shortfalls
 from tests.contracts import manifest_errors
 from tests.harness import stack_config
@@ -324,3 +324,21 @@ def test_tenants_get_a_partition_per_gpu_pool_unless_partitions_are_declared(ope
     declared = with_tenants(*two_teams(stack), stack=stack, slurm={**default_partitions, "partitions": [{"name": "all", "default": True}]})
     assert [p.name for p in declared.partitions] == ["all"]
     assert [p.name for p in parse_config({**raw, "slurm": default_partitions}).partitions] == ["main"]
+
+
+def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
+    # soperator's controller image has Slurm's client commands but no munged (a separate munge image runs it).
+    config = with_tenants(*two_teams(SOPERATOR_4), stack=SOPERATOR_4)
+    client = operator_module(config).accounting_client(config)
+    assert client.munge_image and client.munge_image.endswith(f":{soperator4.image_tag(config)}") and "/munge:" in client.munge_image
+    pod = tenancy.sacctmgr_job(config, client)["spec"]["template"]["spec"]
+    (munge,) = pod["initContainers"]
+    assert munge["image"] == client.munge_image and munge["restartPolicy"] == "Always"
+    assert {"name": "munge-socket", "mountPath": "/run/munge"} in pod["containers"][0]["volumeMounts"]
+    assert f"until [ -S {tenancy.MUNGE_SOCKET} ]" in tenancy.sacctmgr_script(config, client)
+    # ACK's all-in-one image starts munged itself.
+    ack_config = with_tenants(*two_teams("staging-hangzhou"), stack="staging-hangzhou")
+    ack_client = operator_module(ack_config).accounting_client(ack_config)
+    assert ack_client.munge_image is None
+    assert "initContainers" not in tenancy.sacctmgr_job(ack_config, ack_client)["spec"]["template"]["spec"]
+    assert "runuser -u munge -- munged" in tenancy.sacctmgr_script(ack_config, ack_client)

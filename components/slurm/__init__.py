@@ -54,6 +54,8 @@ class AccountingClient:
     auth: str  # slurm.conf AuthType: auth/munge, or auth/slurm with the cluster's slurm.key
     key_secret: str  # the Secret holding the munge key or slurm.key
     key: str
+    # munged's own image, run beside sacctmgr, where the Slurm image has no munged (soperator's).
+    munge_image: Optional[str] = None
 
 
 class SlurmOperator(Protocol):

@@ -445,12 +445,14 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
-    """The controller image (sacctmgr, munged), the platform's munge key, and the operator's
-    `<cluster>-accounting-svc` (soperator's naming.BuildServiceName)."""
+    """The controller image (Slurm's client commands; munged is soperator's separate munge image,
+    as in its own pods), the platform's munge key, and the operator's `<cluster>-accounting-svc`
+    (soperator's naming.BuildServiceName)."""
     return AccountingClient(
         image=image(config, "slurmctld"),
         slurmdbd_host=f"{config.cluster.name}-accounting-svc",
         auth="auth/munge",
         key_secret=munge_secret_name(config.cluster.name),
         key=MUNGE_KEY_FIELD,
+        munge_image=image(config, "munge"),
     )

@@ -315,4 +315,4 @@ ssh_command = soperator1.ssh_command
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
-    return replace(soperator1.accounting_client(config), image=image(config, "slurmctld"))
+    return replace(soperator1.accounting_client(config), image=image(config, "slurmctld"), munge_image=image(config, "munge"))
