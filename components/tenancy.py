@@ -70,10 +70,10 @@ def default_qos(tenant: TenantConfig) -> str:
 
 
 def borrowable_gpus(config: PlatformConfig, tenant: TenantConfig) -> int:
-    """GPUs its oppo jobs may use beyond the guarantee: the cap, at most every other GPU of the pools."""
+    """GPUs its oppo jobs may use beyond the guarantee: the cap, at most every other GPU of the Slurm workers."""
     if "oppo" not in tenant.priorities:
         return 0
-    others = sum(pool.gpus_per_node * pool.node_count for pool in config.gpu_pools) - tenant.guaranteed_gpus
+    others = sum(pool.gpus_per_node * pool.worker_replicas for pool in config.gpu_pools) - tenant.guaranteed_gpus
     return others if tenant.borrowing_cap is None else min(tenant.borrowing_cap, others)
 
 
