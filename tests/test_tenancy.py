@@ -262,7 +262,7 @@ def test_the_stack_declares_the_tenants_and_exports_them():
     script_map = next(r for r in run.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == f"{config.cluster.name}-tenants")
     assert script_map.urn in jobs[0].dependencies
     tenants = run.outputs["tenants"]
-    total = sum(p["gpusPerNode"] * p["nodeCount"] for p in stack_config(stack)["nodePools"] if p.get("gpusPerNode"))
+    total = sum(p["gpusPerNode"] * p.get("slurmWorkers", p["nodeCount"]) for p in stack_config(stack)["nodePools"] if p.get("gpusPerNode"))
     assert tenants["team-a"] == {
         "guaranteedGpus": gpus,
         "cells": teams[0]["cells"],
