@@ -24,7 +24,7 @@ import pulumi
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from policies import kube_rules
+from policies import cell_fit, kube_rules
 
 PROJECT = "slurm-platform"
 
@@ -820,6 +820,47 @@ class SlurmConfig(Model):
 
 
 # ---------------------------------------------------------------------------
+# Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy.py)
+
+
+TenantPriority = Literal["prod", "test", "oppo"]
+# A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
+PosixName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+
+class TenantCells(Model):
+    """Guaranteed cells (HiveD's virtualCells): `cells` of `gpusPerCell` GPUs, each cell on one node of `pool`."""
+
+    pool: DnsLabel = Field(..., description="A GPU node pool (nodePools[].name).")
+    gpus_per_cell: int = Field(..., ge=1, le=16, description="GPUs in one cell, all on one node (at most the pool's gpusPerNode).")
+    cells: int = Field(..., ge=1, description="How many such cells the tenant is guaranteed.")
+
+
+class TenantConfig(Model):
+    """A team sharing the GPU pools: a Slurm account with a guarantee, QOS levels, and an LDAP group."""
+
+    name: DnsLabel = Field(..., description="Slurm account name (and namespace name when namespace is true).")
+    ldap_group: Optional[PosixName] = Field(None, description="LDAP posixGroup of the tenant's users; default: name.")
+    users: list[PosixName] = Field(default_factory=list, description="Users of this tenant (seeded into LDAP when ldap.enabled).")
+    cells: list[TenantCells] = Field(..., min_length=1, description="Guaranteed cells (the virtual cluster).")
+    borrowing_cap: Optional[int] = Field(None, ge=0, description="GPUs beyond the guarantee its oppo jobs may use at once; unset: any idle GPU.")
+    priorities: list[TenantPriority] = Field(
+        default_factory=lambda: list[TenantPriority](["prod", "test", "oppo"]),
+        min_length=1,
+        description="QOS levels its users may submit at: prod > test run inside the guarantee; oppo borrows idle GPUs, preemptible.",
+    )
+    namespace: bool = Field(False, description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee.")
+
+    @property
+    def group(self) -> str:
+        return self.ldap_group or self.name
+
+    @property
+    def guaranteed_gpus(self) -> int:
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.cells)
+
+
+# ---------------------------------------------------------------------------
 # The whole stack
 
 
@@ -841,10 +882,24 @@ class PlatformConfig(Model):
     storage: StorageConfig = StorageConfig()
     ldap: LdapConfig = LdapConfig()
     slurm: SlurmConfig = SlurmConfig()
+    tenants: list[TenantConfig] = Field(
+        default_factory=list,
+        description="Teams sharing the GPU pools with guarantees, priorities and preemption (soperator 4.1.7, ack or slinky; needs accounting).",
+    )
 
     @property
     def gpu_pools(self) -> list[NodePoolConfig]:
         return [pool for pool in self.node_pools if pool.has_gpu]
+
+    @property
+    def partitions(self) -> list[PartitionConfig]:
+        """The Slurm partitions to render: slurm.partitions, and with tenants but the default
+        partitions, one more per GPU pool (named after it) so jobs can ask for the pool of a cell."""
+        declared = list(self.slurm.partitions)
+        if not self.tenants or "partitions" in self.slurm.model_fields_set:
+            return declared
+        taken = {p.name for p in declared}
+        return declared + [PartitionConfig(name=pool.name, pools=[pool.name]) for pool in self.gpu_pools if pool.name not in taken]
 
     @property
     def has_rdma(self) -> bool:
@@ -914,6 +969,7 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _system_pod_problems(config)
     yield from _adoption_problems(config)
     yield from _login_problems(config)
+    yield from _tenant_problems(config)
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
@@ -1200,6 +1256,68 @@ def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
 
 # ---------------------------------------------------------------------------
 # Loading
+
+
+def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
+    tenants = config.tenants
+    if not tenants:
+        return
+    if config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10":
+        yield Problem(
+            ("tenants",),
+            "soperator 1.14.10 cannot carry partitions or preemption settings; set operators.soperator.version: 4.1.7, "
+            "or slurmOperator: ack or slinky",
+            [t.name for t in tenants],
+        )
+    if not config.slurm.accounting.enabled:
+        yield Problem(
+            ("slurm", "accounting", "enabled"),
+            "must be true when tenants are set: their accounts, QOS and GPU guarantees live in slurmdbd",
+            False,
+        )
+    for index, name in _duplicates([t.name for t in tenants]):
+        yield Problem(("tenants", index, "name"), "must be unique among tenants", name)
+    # Each tenant also owns the Slurm account <name>-oppo.
+    oppo_accounts = {f"{t.name}-oppo": t.name for t in tenants}
+    for index, tenant in enumerate(tenants):
+        if tenant.name in oppo_accounts:
+            yield Problem(
+                ("tenants", index, "name"),
+                f"is the Slurm account for the oppo jobs of tenant {oppo_accounts[tenant.name]!r}; choose another name",
+                tenant.name,
+            )
+    pools = {pool.name: pool for pool in config.node_pools}
+    gpu_pool_names = ", ".join(sorted(pool.name for pool in config.gpu_pools))
+    for i, tenant in enumerate(tenants):
+        if tenant.namespace and tenant.name == config.cluster.namespace:
+            yield Problem(("tenants", i, "namespace"), f"would declare the cluster's own namespace {tenant.name!r}; rename the tenant", True)
+        for k, level in _duplicates(list(tenant.priorities)):
+            yield Problem(("tenants", i, "priorities", k), "is listed twice", level)
+        if not {"prod", "test"} & set(tenant.priorities):
+            yield Problem(("tenants", i, "priorities"), "needs prod or test: its guaranteed cells are used at those levels", list(tenant.priorities))
+        if tenant.borrowing_cap is not None and "oppo" not in tenant.priorities:
+            yield Problem(("tenants", i, "borrowingCap"), "caps oppo jobs, but priorities has no oppo", tenant.borrowing_cap)
+        for j, cell in enumerate(tenant.cells):
+            pool = pools.get(cell.pool)
+            if pool is None or not pool.has_gpu:
+                what = "is not a node pool" if pool is None else "has no GPUs"
+                yield Problem(("tenants", i, "cells", j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
+            elif cell.gpus_per_cell > pool.gpus_per_node:
+                yield Problem(
+                    ("tenants", i, "cells", j, "gpusPerCell"),
+                    f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}); a cell is GPUs on one node",
+                    cell.gpus_per_cell,
+                )
+    # Slurm holds the guarantees, so its workers per pool are the capacity (nodeCount unless slurmWorkers says less).
+    fits = {pool.name: (pool.worker_replicas, pool.gpus_per_node) for pool in config.gpu_pools}
+    requests = [
+        cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
+        for t in tenants
+        for c in t.cells
+        if c.gpus_per_cell <= fits.get(c.pool, (0, 0))[1]
+    ]
+    for shortfall in cell_fit.shortfalls(fits, requests):
+        yield Problem(("tenants",), shortfall.describe())
 
 
 class ConfigError(Exception):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import pulumi
@@ -27,7 +28,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from . import child_opts
-from .config import LdapConfig
+from .config import LdapConfig, TenantConfig
 
 SERVICE_NAME = "ldap-service"
 SECRET_NAME = "ldap-secret"
@@ -68,8 +69,47 @@ def ldap_uri(ldap: LdapConfig, namespace: str) -> str:
     return f"ldaps://{host}:{LDAPS_PORT}" if ldap.tls.enabled else f"ldap://{host}:{LDAP_PORT}"
 
 
-def seed_ldif(ldap: LdapConfig, readonly_password_hash: str) -> str:
-    """The base tree: the root entry carries the organisation, users, groups, and the read-only account."""
+# Numbers of the tenants' seeded users and groups, clear of distribution-reserved ranges.
+FIRST_UID = 10000
+FIRST_GID = 20000
+
+
+def tenant_entries(ldap: LdapConfig, tenants: Sequence[TenantConfig]) -> list[str]:
+    """A posixGroup per tenant group and a posixAccount per user (no password: users set one, or
+    log in by key). Numbers follow the order of first mention, so append tenants and users rather
+    than reorder them; like all of the seed, they load when the directory is first initialised."""
+    members: dict[str, list[str]] = {}
+    for tenant in tenants:
+        listed = members.setdefault(tenant.group, [])
+        listed += [user for user in tenant.users if user not in listed]
+    gids = {group: FIRST_GID + i for i, group in enumerate(members)}
+    primary: dict[str, str] = {}
+    for group, users in members.items():
+        for user in users:
+            primary.setdefault(user, group)
+    lines: list[str] = []
+    for group, users in members.items():
+        lines += ["", f"dn: cn={group},ou=groups,{ldap.base_dn}", "objectClass: posixGroup", f"cn: {group}", f"gidNumber: {gids[group]}"]
+        lines += [f"memberUid: {user}" for user in users]
+    for uid, (user, group) in enumerate(primary.items(), start=FIRST_UID):
+        lines += [
+            "",
+            f"dn: uid={user},ou=users,{ldap.base_dn}",
+            *(f"objectClass: {c}" for c in ("inetOrgPerson", "posixAccount", "shadowAccount")),
+            f"uid: {user}",
+            f"cn: {user}",
+            f"sn: {user}",
+            f"uidNumber: {uid}",
+            f"gidNumber: {gids[group]}",
+            f"homeDirectory: /home/{user}",
+            "loginShell: /bin/bash",
+        ]
+    return lines
+
+
+def seed_ldif(ldap: LdapConfig, readonly_password_hash: str, tenants: Sequence[TenantConfig] = ()) -> str:
+    """The base tree: the root entry carries the organisation, users, groups, the read-only account,
+    and the tenants' groups and users."""
     first_rdn = ldap.base_dn.split(",")[0]
     attribute, value = first_rdn.split("=", 1)
     root_classes = {"dc": ["dcObject", "organization"], "o": ["organization"], "ou": ["organizationalUnit"]}[attribute]
@@ -86,6 +126,7 @@ def seed_ldif(ldap: LdapConfig, readonly_password_hash: str) -> str:
         f"cn: {ldap.readonly_username}",
         "description: Read-only bind account of the Slurm nodes' sssd and nslcd",
         f"userPassword: {readonly_password_hash}",
+        *tenant_entries(ldap, tenants),
     ]
     return "\n".join(lines) + "\n"
 
@@ -283,7 +324,9 @@ def _meta(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
 class LdapDirectory(pulumi.ComponentResource):
     uri: pulumi.Output[str]
 
-    def __init__(self, name: str, ldap: LdapConfig, namespace: str, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(
+        self, name: str, ldap: LdapConfig, namespace: str, tenants: Sequence[TenantConfig] = (), opts: Optional[pulumi.ResourceOptions] = None
+    ):
         super().__init__("slurm-platform:ldap:LdapDirectory", name, None, opts)
         child = child_opts(self, opts)
         password = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
@@ -300,7 +343,7 @@ class LdapDirectory(pulumi.ComponentResource):
             f"{name}-seed",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SEED_SECRET, namespace=namespace, labels=APP_LABELS),
             string_data={
-                "00-base.ldif": pulumi.Output.all(readonly_password.result, salt.result).apply(lambda args: seed_ldif(ldap, ssha512(*args)))
+                "00-base.ldif": pulumi.Output.all(readonly_password.result, salt.result).apply(lambda args: seed_ldif(ldap, ssha512(*args), tenants))
             },
             opts=secret_data,
         )

@@ -16,6 +16,7 @@ from .operators import Operators
 from .slurm import operator_module
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
+from .tenancy import Tenants
 
 
 def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
@@ -64,7 +65,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if slurm_operator.USES_MUNGE
         else None
     )
-    ldap = LdapDirectory("ldap", config.ldap, namespace, opts=in_namespace) if config.ldap.enabled else None
+    ldap = LdapDirectory("ldap", config.ldap, namespace, config.tenants, opts=in_namespace) if config.ldap.enabled else None
     slurm = SlurmCluster(
         "slurm",
         config,
@@ -72,6 +73,11 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             in_namespace,
             pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
         ),
+    )
+    tenants = (
+        Tenants("tenants", config, opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[slurm])))
+        if config.tenants
+        else None
     )
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
@@ -99,4 +105,5 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "installedCharts": operators.installed,
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
+        **({"tenants": tenants.summary} if tenants else {}),
     }

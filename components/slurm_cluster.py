@@ -67,6 +67,10 @@ BUILTIN_KINDS = {
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
 }
 
 

@@ -40,6 +40,15 @@ def mistake(changes: dict[str, Any], base: str = BASE) -> dict[str, Any]:
     return raw
 
 
+def tenants(*entries: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """Tenants on soperator 4.1.7 (1.14.10, the base's, cannot carry them), plus further changes."""
+    return {"operators.soperator.version": "4.1.7", "tenants": list(entries), **changes}
+
+
+def tenant(name: str = "team-a", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "users": ["alice"], "cells": [{"pool": "gpu", "gpusPerCell": 8, "cells": 1}], **fields}
+
+
 def submounts(*entries: dict[str, Any]) -> dict[str, Any]:
     return {"storage.submounts": list(entries)}
 
@@ -275,6 +284,22 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("login-size-zero", {"slurm.login.size": 0}, "slurm.login.size"),
     ("cgroup-v3", {"slurm.worker.cgroupVersion": "v3"}, "slurm.worker.cgroupVersion"),
+    # tenants: the HiveD lab's virtual clusters
+    ("tenants-on-soperator-1", {"tenants": [tenant()]}, "tenants"),
+    ("tenants-without-accounting", tenants(tenant(), **{"slurm.accounting.enabled": False}), "slurm.accounting.enabled"),
+    ("tenant-name-twice", tenants(tenant(), tenant()), "tenants[1].name"),
+    ("tenant-name-uppercase", tenants(tenant("Team-A")), "tenants[0].name"),
+    ("tenant-name-is-an-oppo-account", tenants(tenant(), tenant("team-a-oppo")), "tenants[1].name"),
+    ("tenant-unknown-pool", tenants(tenant(cells=[{"pool": "a100", "gpusPerCell": 8, "cells": 1}])), "tenants[0].cells[0].pool"),
+    ("tenant-cpu-pool", tenants(tenant(cells=[{"pool": "system", "gpusPerCell": 1, "cells": 1}])), "tenants[0].cells[0].pool"),
+    ("tenant-cell-above-node", tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 16, "cells": 1}])), "tenants[0].cells[0].gpusPerCell"),
+    ("tenant-cells-zero", tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 8, "cells": 0}])), "tenants[0].cells[0].cells"),
+    ("tenant-over-commits-pool", tenants(tenant(), tenant("team-b", cells=[{"pool": "gpu", "gpusPerCell": 4, "cells": 3}])), "tenants"),
+    ("tenant-unknown-priority", tenants(tenant(priorities=["crit"])), "tenants[0].priorities[0]"),
+    ("tenant-oppo-only", tenants(tenant(priorities=["oppo"])), "tenants[0].priorities"),
+    ("tenant-cap-without-oppo", tenants(tenant(priorities=["prod"], borrowingCap=8)), "tenants[0].borrowingCap"),
+    ("tenant-user-uppercase", tenants(tenant(users=["Alice"])), "tenants[0].users[0]"),
+    ("tenant-namespace-is-cluster", tenants(tenant("fpt-hpc", namespace=True)), "tenants[0].namespace"),
 ]
 
 # Top-level keys nobody declared: only the stack's own key list reveals them.

@@ -9,6 +9,7 @@ munge Secret are untouched.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 import yaml
@@ -46,6 +47,19 @@ def check_rendered(ws: Workspace, directory: str) -> list[str]:
     for manifest in manifests:
         assert manifest_errors(manifest) == [], (manifest["kind"], manifest["metadata"]["name"])
     return [manifest["kind"] for manifest in manifests]
+
+
+def preview_after_edit(ws: Workspace, path: str, old: str, new: str, pack: list[str], stack: str) -> subprocess.CompletedProcess:
+    """Preview `stack` with the pack after replacing the first `old` in the project's file `path` (restored after)."""
+    source = ws.project / path
+    original = source.read_text()
+    edited = original.replace(old, new, 1)
+    assert edited != original
+    source.write_text(edited)
+    try:
+        return ws.pulumi("preview", *pack, check=False, stack=stack)
+    finally:
+        source.write_text(original)
 
 
 def test_slinky_stack_previews_and_renders_valid_manifests(ws):
@@ -108,14 +122,33 @@ def test_policy_pack_runs_on_the_slinky_stack(ws):
     pack_config.write_text(json.dumps(settings))
     pack = ["--policy-pack", "policies", "--policy-pack-config", str(pack_config)]
     ws.pulumi("preview", *pack, stack="slinky")
-    slinky_py = ws.project / "components" / "slurm" / "slinky.py"
-    original = slinky_py.read_text()
-    broken = original.replace('"slurmKeyRef": {"name": n["slurm_key"], "key": SLURM_KEY}', '"slurmKeyRef": {"name": "nowhere", "key": SLURM_KEY}')
-    assert broken != original
-    slinky_py.write_text(broken)
-    try:
-        result = ws.pulumi("preview", *pack, check=False, stack="slinky")
-    finally:
-        slinky_py.write_text(original)
+    result = preview_after_edit(
+        ws,
+        "components/slurm/slinky.py",
+        '"slurmKeyRef": {"name": n["slurm_key"], "key": SLURM_KEY}',
+        '"slurmKeyRef": {"name": "nowhere", "key": SLURM_KEY}',
+        pack,
+        "slinky",
+    )
     assert result.returncode != 0
     assert "slinky-references" in result.stdout + result.stderr and "'nowhere'" in result.stdout + result.stderr
+
+
+def test_policy_pack_judges_the_tenants_cells_under_the_engine(ws):
+    """Tenants on a Slinky stack: the sacctmgr Job, PriorityClasses and quota render and validate; the
+    pack passes them, and its cell fit check bites when the rendered cells are edited past the pool."""
+    tenants = [
+        {"name": "team-a", "users": ["alice"], "cells": [{"pool": "gpu", "gpusPerCell": 8, "cells": 2}]},
+        {"name": "team-b", "users": ["bob"], "cells": [{"pool": "gpu", "gpusPerCell": 4, "cells": 4}], "namespace": True},
+    ]
+    derived_stack(ws, "tenants", "rendered-tenants", slurmOperator="slinky", operators=no_operator_charts(), tenants=tenants)
+    pack = ["--policy-pack", "policies", "--policy-pack-config", "policies/config/local.json"]
+    ws.pulumi("preview", *pack, stack="tenants")
+    ws.pulumi("up", "--yes", "--skip-preview", stack="tenants")
+    kinds = check_rendered(ws, "rendered-tenants")
+    assert {"Job", "PriorityClass", "ResourceQuota", "Namespace"} <= set(kinds)
+    # A hand edit that asks 100 times the cells: the stack config never sees it, the pack does.
+    result = preview_after_edit(ws, "components/tenancy.py", '"cells": c.cells}', '"cells": c.cells * 100}', pack, "tenants")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "slurm-tenant-cells-fit" in output and "200 needed" in output

@@ -154,7 +154,7 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 13
+    assert len(POLICIES) == len(ALL_POLICIES) == 14
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")

@@ -45,6 +45,19 @@ class KeySecret:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AccountingClient:
+    """How a pod beside the cluster reaches slurmdbd as a Slurm client (the tenants' sacctmgr Job)."""
+
+    image: str  # a Slurm image of this operator's with sacctmgr (and munged for munge auth)
+    slurmdbd_host: str  # the Service the operator gives slurmdbd
+    auth: str  # slurm.conf AuthType: auth/munge, or auth/slurm with the cluster's slurm.key
+    key_secret: str  # the Secret holding the munge key or slurm.key
+    key: str
+    # munged's own image, run beside sacctmgr, where the Slurm image has no munged (soperator's).
+    munge_image: Optional[str] = None
+
+
 class SlurmOperator(Protocol):
     """What every operator module provides (module-level names)."""
 
@@ -64,6 +77,7 @@ class SlurmOperator(Protocol):
     def login_service_name(self, config: PlatformConfig) -> str: ...
     def login_endpoint(self, config: PlatformConfig) -> str: ...
     def ssh_command(self, config: PlatformConfig) -> str: ...
+    def accounting_client(self, config: PlatformConfig) -> AccountingClient: ...
 
 
 def operator_module(config: PlatformConfig) -> SlurmOperator:

@@ -24,7 +24,7 @@ from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_
 from ..ldap import CLIENT_CONFIGMAP
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..operators import ChartRelease, chart_source
-from . import KeySecret, Rendered
+from . import AccountingClient, KeySecret, Rendered
 from .common import (
     SSHD_PORT,
     container_resources,
@@ -35,6 +35,7 @@ from .common import (
     ssh_endpoint,
     submount_volumes,
     system_placement,
+    tenant_slurm_conf,
 )
 
 OPERATOR = "ack-slurm-operator"
@@ -110,7 +111,7 @@ def node_lines(config: PlatformConfig) -> list[str]:
 
 def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         nodes = ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
         lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
     return lines
@@ -160,7 +161,7 @@ def slurm_conf(config: PlatformConfig) -> str:
             "CommunicationParameters=NoAddrCache",
             "ReconfigFlags=KeepPowerSaveSettings",
         ]
-    lines += node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
+    lines += tenant_slurm_conf(config) + node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
     return "\n".join(lines) + "\n"
 
 
@@ -420,3 +421,14 @@ def login_endpoint(config: PlatformConfig) -> str:
 def ssh_command(config: PlatformConfig) -> str:
     # Users are LDAP users (nslcd), not root.
     return ssh_command_for(config, login_service_name(config), node_port=False, user="$USER")
+
+
+def accounting_client(config: PlatformConfig) -> AccountingClient:
+    """The cluster's own Slurm image (bring-your-own: it runs slurmctld and munged) and the platform's munge key."""
+    return AccountingClient(
+        image=ack(config).image,
+        slurmdbd_host=slurmdbd_host(config),
+        auth="auth/munge",
+        key_secret=munge_secret_name(config.cluster.name),
+        key=MUNGE_KEY_FIELD,
+    )

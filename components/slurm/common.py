@@ -49,6 +49,28 @@ def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str
     return extra
 
 
+# QOS priority weight: large enough that prod > test > oppo outweighs age and fair share.
+PRIORITY_WEIGHT_QOS = 100000
+
+
+def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
+    """What the tenants (components/tenancy.py) need from slurm.conf: QOS-weighted
+    multifactor priority, oppo jobs requeued when a guaranteed QOS wants their GPUs,
+    and limits enforced from slurmdbd (associations carry the guarantees)."""
+    if not config.tenants:
+        return []
+    return [
+        "PriorityType=priority/multifactor",
+        f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
+        "PriorityWeightFairshare=10000",
+        "PriorityWeightAge=1000",
+        "PreemptType=preempt/qos",
+        "PreemptMode=REQUEUE",
+        "AccountingStorageEnforce=associations,limits,qos,safe",
+        "AccountingStorageTRES=gres/gpu",
+    ]
+
+
 def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> str:
     """Where users SSH to, as far as it is known before the cloud assigns addresses."""
     login = config.slurm.login

@@ -17,7 +17,7 @@ from typing import Any
 from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_SECRET
 from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
-from . import KeySecret, Rendered
+from . import AccountingClient, KeySecret, Rendered
 from .common import (
     container_resources,
     gpu_resources,
@@ -27,6 +27,7 @@ from .common import (
     ssh_endpoint,
     submount_volumes,
     system_placement,
+    tenant_slurm_conf,
 )
 
 OPERATOR = "Slinky slurm-operator 1.2.1"
@@ -80,7 +81,7 @@ def nodeset_name(pool: NodePoolConfig) -> str:
 
 def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         pools = [p for p in config.gpu_pools if not partition.pools or p.name in partition.pools]
         nodes = ",".join(nodeset_name(p) for p in pools)
         lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
@@ -109,7 +110,7 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "clusterName": config.cluster.name,
         **key_refs(config),
-        "extraConf": "\n".join(["GresTypes=gpu", *partition_lines(config)]),
+        "extraConf": "\n".join(["GresTypes=gpu", *tenant_slurm_conf(config), *partition_lines(config)]),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
         "template": {"spec": system_placement(config)},
@@ -309,3 +310,16 @@ def login_endpoint(config: PlatformConfig) -> str:
 def ssh_command(config: PlatformConfig) -> str:
     node_port = login_service_spec(config)["type"] == "NodePort"
     return ssh_command_for(config, login_service_name(config), node_port=node_port, user="$USER")
+
+
+def accounting_client(config: PlatformConfig) -> AccountingClient:
+    """The login image (Slurm's client commands), the cluster's slurm.key (auth/slurm), and the
+    Service the operator names after the Accounting object (`<name>-accounting`)."""
+    n = names(config)
+    return AccountingClient(
+        image=image(config, "login"),
+        slurmdbd_host=f"{n['accounting']}-accounting",
+        auth="auth/slurm",
+        key_secret=n["slurm_key"],
+        key=SLURM_KEY,
+    )

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..config import PlatformConfig, PodResources
+from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
-from . import KeySecret, Rendered
+from . import AccountingClient, KeySecret, Rendered
 from .common import SSHD_PORT, resources, ssh_command_for, ssh_endpoint
 
 API_VERSION = "slurm.nebius.ai/v1"
@@ -441,3 +442,17 @@ def key_secrets(config: PlatformConfig) -> list[KeySecret]:
 
 def worker_nodes(config: PlatformConfig) -> list[str]:
     return worker_node_names(config.slurm.worker.size)
+
+
+def accounting_client(config: PlatformConfig) -> AccountingClient:
+    """The controller image (Slurm's client commands; munged is soperator's separate munge image,
+    as in its own pods), the platform's munge key, and the operator's `<cluster>-accounting-svc`
+    (soperator's naming.BuildServiceName)."""
+    return AccountingClient(
+        image=image(config, "slurmctld"),
+        slurmdbd_host=f"{config.cluster.name}-accounting-svc",
+        auth="auth/munge",
+        key_secret=munge_secret_name(config.cluster.name),
+        key=MUNGE_KEY_FIELD,
+        munge_image=image(config, "munge"),
+    )

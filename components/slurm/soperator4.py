@@ -12,6 +12,7 @@ in-place update of the SlurmCluster with the data untouched.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..config import NodePoolConfig, PlatformConfig, PodResources
@@ -19,8 +20,8 @@ from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
 from ..storage import JAIL_CLAIM
-from . import KeySecret, Rendered, soperator1
-from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac
+from . import AccountingClient, KeySecret, Rendered, soperator1
+from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac, tenant_slurm_conf
 
 OPERATOR = "soperator 4.1.7"
 VERSION = "4.1.7"
@@ -88,7 +89,7 @@ def sconfigcontroller_account(config: PlatformConfig) -> str:
 
 def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
     partitions = []
-    for partition in config.slurm.partitions:
+    for partition in config.partitions:
         entry: dict[str, Any] = {"name": partition.name}
         if partition.pools:
             entry["nodeSetRefs"] = [nodeset_name(p) for p in config.gpu_pools if p.name in partition.pools]
@@ -160,6 +161,8 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             "k8sNodeFilters": k8s_node_filters(config.node_pools),
             "volumeSources": soperator1.volume_sources(config),
             "partitionConfiguration": partition_configuration(config),
+            # Appended to the slurm.conf the operator generates, so these lines win over its preempt/partition_prio.
+            **({"customSlurmConfig": "\n".join(lines)} if (lines := tenant_slurm_conf(config)) else {}),
             "populateJail": {
                 "image": populate_jail_image(config),
                 "k8sNodeFilterName": GPU_FILTER,
@@ -309,3 +312,7 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 login_service_name = soperator1.login_service_name
 login_endpoint = soperator1.login_endpoint
 ssh_command = soperator1.ssh_command
+
+
+def accounting_client(config: PlatformConfig) -> AccountingClient:
+    return replace(soperator1.accounting_client(config), image=image(config, "slurmctld"), munge_image=image(config, "munge"))

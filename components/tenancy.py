@@ -1,0 +1,305 @@
+"""Tenants: the OpenPAI/HiveD lab's virtual clusters (VCs) on Slurm and Kubernetes.
+
+A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
+(policies/cell_fit.py, from config validation and from the policy pack). In Slurm:
+
+- account `<tenant>` with `GrpTRES=gres/gpu=<guarantee>` and QOS prod/test:
+  its guaranteed work. A job carries one QOS, so the guarantee sits on the
+  account (Grp limits count every job of the account: prod + test together
+  stay within it) and the QOS carry the level;
+- account `<tenant>-oppo` with QOS oppo (and `GrpTRES` = the borrowing cap):
+  opportunistic work on any idle GPU, requeued when a prod or test job needs
+  the GPUs back (`Preempt=oppo`, slurm.conf `PreemptType=preempt/qos`);
+- the slurm.conf side goes through each operator's own mechanism
+  (components/slurm/common.py `tenant_slurm_conf`).
+
+Accounts, QOS and associations are applied by a Kubernetes Job running
+`sacctmgr -i` (idempotent: add, then set, then check what slurmdbd holds),
+named after a hash of the tenants so that it runs again only when they change.
+On Kubernetes: PriorityClasses slurm-prod/test/oppo for workloads beside Slurm,
+and per tenant (when asked) a namespace whose ResourceQuota is its guarantee.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from typing import Any, Optional
+
+import pulumi
+
+from . import child_opts
+from .config import PlatformConfig, TenantConfig
+from .slurm import AccountingClient, Rendered, operator_module
+from .slurm.common import system_placement
+from .slurm_cluster import declare
+
+LEVELS = ("prod", "test", "oppo")
+GUARANTEED_LEVELS = ("prod", "test")
+# Slurm QOS priorities, OpenPAI's prod 100 / test 10; oppo lowest (HiveD's -1; Slurm's floor is 0).
+QOS_PRIORITY = {"prod": 100, "test": 10, "oppo": 0}
+# Kubernetes pod priorities in the same order; oppo below the default 0, like HiveD's -1.
+POD_PRIORITY = {"prod": 100000, "test": 10000, "oppo": -1}
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "tenants"}
+# Where the Job finds its script and client slurm.conf, and the auth key.
+SCRIPT_DIR = "/tenants"
+KEY_DIR = "/auth-key"
+SCRIPT = "sacctmgr.sh"
+# libmunge's default socket, shared with a munged sidecar through an emptyDir.
+MUNGE_SOCKET = "/run/munge/munge.socket.2"
+# What the policy pack reads back (slurm-tenant-cells-fit).
+CELLS_KEY = "cells.json"
+
+
+def oppo_account(tenant: TenantConfig) -> str:
+    return f"{tenant.name}-oppo"
+
+
+def qos_names(tenant: TenantConfig) -> list[str]:
+    return [level for level in LEVELS if level in tenant.priorities]
+
+
+def guaranteed_qos(tenant: TenantConfig) -> list[str]:
+    return [level for level in GUARANTEED_LEVELS if level in tenant.priorities]
+
+
+def default_qos(tenant: TenantConfig) -> str:
+    """test when allowed (OpenPAI's default level), else prod."""
+    return guaranteed_qos(tenant)[-1]
+
+
+def borrowable_gpus(config: PlatformConfig, tenant: TenantConfig) -> int:
+    """GPUs its oppo jobs may use beyond the guarantee: the cap, at most every other GPU of the Slurm workers."""
+    if "oppo" not in tenant.priorities:
+        return 0
+    others = sum(pool.gpus_per_node * pool.worker_replicas for pool in config.gpu_pools) - tenant.guaranteed_gpus
+    return others if tenant.borrowing_cap is None else min(tenant.borrowing_cap, others)
+
+
+def tenants_hash(config: PlatformConfig) -> str:
+    """Short hash of the tenants as configured: the Job's name carries it."""
+    document = json.dumps([t.model_dump(mode="json", by_alias=True) for t in config.tenants], sort_keys=True)
+    return hashlib.sha256(document.encode()).hexdigest()[:10]
+
+
+def cells_document(config: PlatformConfig) -> str:
+    """The guaranteed cells as plain JSON, for the policy pack's fit check of the rendered stack."""
+    cells = [{"tenant": t.name, "pool": c.pool, "gpusPerCell": c.gpus_per_cell, "cells": c.cells} for t in config.tenants for c in t.cells]
+    return json.dumps(cells, indent=1)
+
+
+def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
+    """Just enough slurm.conf for sacctmgr to reach slurmdbd."""
+    return (
+        "\n".join(
+            [
+                f"ClusterName={config.cluster.name}",
+                f"AuthType={client.auth}",
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                f"AccountingStorageHost={client.slurmdbd_host}",
+                "AccountingStoragePort=6819",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _auth_setup(client: AccountingClient) -> list[str]:
+    if client.munge_image:
+        return [f"until [ -S {MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done"]
+    if client.auth == "auth/munge":
+        return [
+            "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
+            f"install -o munge -g munge -m 0400 {KEY_DIR}/key /etc/munge/munge.key",
+            "runuser -u munge -- munged",
+        ]
+    return [f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key"]
+
+
+def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
+    """Idempotent: `add` fails when the entity exists and `modify` when nothing changes, so
+    neither decides success; `expect` checks what slurmdbd holds afterwards."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        "# The tenants' Slurm accounts, QOS and associations (slurm-platform; components/tenancy.py).",
+        "set -euo pipefail",
+        f"install -d /etc/slurm && cp {SCRIPT_DIR}/slurm.conf /etc/slurm/slurm.conf",
+        *_auth_setup(client),
+        'apply() { sacctmgr -i "$@" || true; }',
+        'expect() { local want=$1; shift; sacctmgr -nP show "$@" | grep -qxF -- "$want" || { echo "slurmdbd does not hold: $want ($*)" >&2; exit 1; }; }',
+        f"until sacctmgr -nP show cluster format=Cluster >/dev/null; do echo waiting for slurmdbd at {client.slurmdbd_host}; sleep 10; done",
+        f"apply add cluster {q(config.cluster.name)}",
+        "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
+        f"apply add qos oppo Priority={QOS_PRIORITY['oppo']} PreemptMode=requeue",
+        f"apply modify qos where name=oppo set Priority={QOS_PRIORITY['oppo']} PreemptMode=requeue",
+    ]
+    for level in ("test", "prod"):
+        lines += [
+            f"apply add qos {level} Priority={QOS_PRIORITY[level]} Preempt=oppo",
+            f"apply modify qos where name={level} set Priority={QOS_PRIORITY[level]} Preempt=oppo",
+        ]
+    for level in LEVELS:
+        lines.append(
+            f"expect '{level}|{QOS_PRIORITY[level]}|{'' if level == 'oppo' else 'oppo'}' qos where name={level} format=Name,Priority,Preempt"
+        )
+    for tenant in config.tenants:
+        accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
+        if "oppo" in tenant.priorities:
+            cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
+            accounts.append((oppo_account(tenant), f"gres/gpu={cap}", ["oppo"], "oppo"))
+        lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
+        for account, limit, qos, default in accounts:
+            settings = f"GrpTRES={limit} QOS={','.join(qos)} DefaultQOS={default}"
+            lines += [
+                f"apply add account {account} Organization={tenant.name} Description={q(f'tenant {tenant.name}')}",
+                f"apply modify account where name={account} set {settings}",
+                f"expect '{account}||{'' if limit.endswith('=-1') else limit}' assoc where account={account} format=Account,User,GrpTRES",
+            ]
+            for user in tenant.users:
+                lines += [
+                    f"apply add user {user} Account={account}",
+                    f"apply modify user where name={user} account={account} set QOS={','.join(qos)} DefaultQOS={default}",
+                    f"expect '{account}|{user}' assoc where account={account} user={user} format=Account,User",
+                ]
+    return "\n".join(lines) + "\n"
+
+
+def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{config.cluster.name}-tenants", "namespace": config.cluster.namespace, "labels": LABELS},
+        "data": {SCRIPT: sacctmgr_script(config, client), "slurm.conf": client_slurm_conf(config, client), CELLS_KEY: cells_document(config)},
+    }
+
+
+def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
+    """Runs the script once per tenant config: a new hash is a new Job (Jobs are immutable)."""
+    labels = {**LABELS, "slurm-platform/tenants-hash": tenants_hash(config)}
+    key_mount = {"name": "auth-key", "mountPath": KEY_DIR, "readOnly": True}
+    munge_mount = {"name": "munge-socket", "mountPath": "/run/munge"}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "OnFailure",
+        **system_placement(config),
+        "containers": [
+            {
+                "name": "sacctmgr",
+                "image": client.image,
+                "command": ["/bin/bash", f"{SCRIPT_DIR}/{SCRIPT}"],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, key_mount],
+            }
+        ],
+        "volumes": [
+            {"name": "script", "configMap": {"name": f"{config.cluster.name}-tenants"}},
+            {"name": "auth-key", "secret": {"secretName": client.key_secret, "items": [{"key": client.key, "path": "key"}], "defaultMode": 0o400}},
+        ],
+    }
+    if client.munge_image:
+        # A native sidecar (an init container that keeps running): the Job completes when sacctmgr does.
+        pod_spec["initContainers"] = [
+            {
+                "name": "munge",
+                "image": client.munge_image,
+                "restartPolicy": "Always",
+                # munged wants a plain root-owned 0400 file in a private directory, not the Secret's symlink.
+                "command": ["/bin/sh", "-c", f"install -m 0400 {KEY_DIR}/key /etc/munge/munge.key && exec munged -F -S {MUNGE_SOCKET}"],
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+                "volumeMounts": [key_mount, munge_mount],
+            }
+        ]
+        pod_spec["containers"][0]["volumeMounts"].append(munge_mount)
+        pod_spec["volumes"].append({"name": "munge-socket", "emptyDir": {}})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{config.cluster.name}-tenants-{tenants_hash(config)}", "namespace": config.cluster.namespace, "labels": labels},
+        # It waits for slurmdbd; give up (and fail `pulumi up`) if it never answers.
+        "spec": {"backoffLimit": 20, "activeDeadlineSeconds": 1800, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": f"slurm-{level}", "labels": LABELS},
+            "value": POD_PRIORITY[level],
+            # oppo pods wait for idle GPUs and never evict anyone; prod and test may evict oppo.
+            "preemptionPolicy": "Never" if level == "oppo" else "PreemptLowerPriority",
+            "description": f"HiveD-style {level} priority for workloads beside Slurm (slurm-platform tenants).",
+        }
+        for level in LEVELS
+    ]
+
+
+def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
+    rendered = []
+    for tenant in config.tenants:
+        if not tenant.namespace:
+            continue
+        rendered += [
+            Rendered(f"{tenant.name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": LABELS}}),
+            Rendered(
+                f"{tenant.name}-gpu-quota",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "gpu-guarantee", "namespace": tenant.name, "labels": LABELS},
+                    # Extended resources take only the requests. prefix in a quota.
+                    "spec": {"hard": {"requests.nvidia.com/gpu": str(tenant.guaranteed_gpus)}},
+                },
+            ),
+        ]
+    return rendered
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    """Everything the tenants add; nothing without tenants."""
+    if not config.tenants:
+        return []
+    client = operator_module(config).accounting_client(config)
+    return [
+        *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
+        *tenant_namespaces(config),
+        Rendered("sacctmgr-script", config_map(config, client)),
+        Rendered("sacctmgr", sacctmgr_job(config, client)),
+    ]
+
+
+def summary(config: PlatformConfig) -> dict[str, Any]:
+    """The `tenants` stack output: per tenant, what it is guaranteed and may borrow, and how to submit."""
+    return {
+        t.name: {
+            "guaranteedGpus": t.guaranteed_gpus,
+            "cells": [{"pool": c.pool, "gpusPerCell": c.gpus_per_cell, "cells": c.cells} for c in t.cells],
+            "borrowableGpus": borrowable_gpus(config, t),
+            "qos": qos_names(t),
+            "accounts": {"guaranteed": t.name, **({"oppo": oppo_account(t)} if "oppo" in t.priorities else {})},
+            "namespace": t.name if t.namespace else None,
+        }
+        for t in config.tenants
+    }
+
+
+class Tenants(pulumi.ComponentResource):
+    """Declares `render(config)`: after the Slurm cluster, whose slurmdbd the Job talks to."""
+
+    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("slurm-platform:tenancy:Tenants", name, None, opts)
+        declared: dict[tuple[str, str], pulumi.Resource] = {}
+        for rendered in render(config):
+            manifest = rendered.manifest
+            # A quota waits for its namespace, the Job for its script.
+            needs = {
+                "ResourceQuota": ("Namespace", manifest["metadata"].get("namespace", "")),
+                "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
+            }
+            after = declared.get(needs.get(manifest["kind"], ("", "")))
+            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None))
+            declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
+        self.summary = pulumi.Output.from_input(summary(config))
+        self.register_outputs({"tenants": self.summary})

@@ -1,0 +1,344 @@
+"""Tenants (the OpenPAI/HiveD lab's virtual clusters): the cell fit check, the
+config rules around it, and what the tenants render on the Slurm and
+Kubernetes sides."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components import tenancy
+from components.config import ConfigError, parse_config
+from components.ldap import seed_ldif
+from components.slurm import ack, manifest_of, operator_module, soperator4
+from policies.cell_fit import CellRequest, Shortfall, shortfalls
+from tests.contracts import manifest_errors
+from tests.harness import stack_config
+from tests.test_program import run_stack
+
+# ---------------------------------------------------------------------------
+# The fit check (HiveD's initCellNums, earlier and clearer)
+
+
+def test_the_labs_first_layout_fits_two_vcs_on_two_one_gpu_nodes():
+    pools = {"gpu-c": (1, 1), "gpu-d": (1, 1)}
+    assert shortfalls(pools, [CellRequest("default", "gpu-c", 1, 1), CellRequest("vc1", "gpu-d", 1, 1)]) == []
+
+
+def test_the_labs_second_layout_fits_both_nodes_in_one_vc():
+    assert shortfalls({"gpu": (2, 1)}, [CellRequest("default", "gpu", 1, 2)]) == []
+
+
+def test_a_second_vc_on_the_labs_one_node_pool_is_refused_with_counts_and_tenants():
+    # HiveD: "Insufficient physical cells at chain GPU-C-NODE-POOL level 2: 2 needed, 1 available".
+    found = shortfalls({"gpu-c": (1, 1), "gpu-d": (1, 1)}, [CellRequest("default", "gpu-c", 1, 1), CellRequest("vc1", "gpu-c", 1, 1)])
+    assert found == [Shortfall("gpu-c", 1, 2, 1, ("default", "vc1"))]
+    assert found[0].describe() == "pool 'gpu-c' cannot hold the guaranteed 1-GPU cells: 2 needed, 1 available (asked by default, vc1)"
+
+
+def test_mixed_sizes_pack_the_larger_cells_first_per_node():
+    pools = {"h100": (2, 8)}
+    # 8 + 4+2+1+1 = 16 GPUs on two 8-GPU nodes: exactly full.
+    full = [CellRequest("a", "h100", 8, 1), CellRequest("b", "h100", 4, 1), CellRequest("b", "h100", 2, 1), CellRequest("c", "h100", 1, 2)]
+    assert shortfalls(pools, full) == []
+    # One more 1-GPU cell: nothing left anywhere.
+    assert shortfalls(pools, [*full, CellRequest("d", "h100", 1, 1)]) == [Shortfall("h100", 1, 3, 2, ("c", "d"))]
+
+
+def test_free_gpus_split_across_nodes_do_not_make_a_cell():
+    # 3 + 3 GPUs free on two nodes is 6 GPUs but no 4-GPU cell.
+    found = shortfalls({"h100": (2, 8)}, [CellRequest("a", "h100", 5, 2), CellRequest("b", "h100", 4, 1)])
+    assert found == [Shortfall("h100", 4, 1, 0, ("b",))]
+
+
+def test_sizes_that_do_not_divide_are_counted_per_node():
+    # A node of 8 holds two 3-GPU cells (floor(8/3)), so two nodes hold four, not five.
+    assert shortfalls({"h100": (2, 8)}, [CellRequest("a", "h100", 3, 4)]) == []
+    assert shortfalls({"h100": (2, 8)}, [CellRequest("a", "h100", 3, 5)]) == [Shortfall("h100", 3, 5, 4, ("a",))]
+
+
+def test_an_unknown_pool_has_no_room():
+    assert shortfalls({}, [CellRequest("a", "gone", 1, 1)]) == [Shortfall("gone", 1, 1, 0, ("a",))]
+
+
+# ---------------------------------------------------------------------------
+# The config rules (key paths; the bad-config corpus has one case each)
+
+SOPERATOR_4 = "staging-hanoi"
+
+
+def with_tenants(*tenants: dict[str, Any], stack: str = SOPERATOR_4, **raw: Any):
+    return parse_config({**stack_config(stack), "tenants": list(tenants), **raw})
+
+
+def gpu_pool(stack: str = SOPERATOR_4) -> dict[str, Any]:
+    return next(p for p in stack_config(stack)["nodePools"] if p.get("gpusPerNode", 0) > 0)
+
+
+def test_the_example_soperator_4_stack_has_a_gpu_pool_to_share():
+    pool = gpu_pool()
+    assert pool["gpusPerNode"] == 8 and pool["nodeCount"] >= 2
+
+
+def test_config_refuses_over_commitment_naming_pool_size_counts_and_tenants():
+    pool = gpu_pool()
+    whole = {"pool": pool["name"], "gpusPerCell": 8, "cells": pool["nodeCount"]}
+    with pytest.raises(ConfigError) as raised:
+        with_tenants({"name": "team-a", "cells": [whole]}, {"name": "team-b", "cells": [{**whole, "cells": 1}]})
+    expected = f"pool '{pool['name']}' cannot hold the guaranteed 8-GPU cells: {pool['nodeCount'] + 1} needed, {pool['nodeCount']} available (asked by team-a, team-b)"
+    assert f"slurm-platform:tenants: {expected}" in str(raised.value)
+
+
+def test_tenants_absent_change_nothing():
+    assert parse_config(stack_config(SOPERATOR_4)).tenants == []
+
+
+def test_a_tenants_guarantee_is_the_sum_of_its_cells():
+    pool = gpu_pool()["name"]
+    config = with_tenants({"name": "team-a", "cells": [{"pool": pool, "gpusPerCell": 8, "cells": 1}, {"pool": pool, "gpusPerCell": 2, "cells": 3}]})
+    assert config.tenants[0].guaranteed_gpus == 14
+    assert config.tenants[0].group == "team-a"
+    assert config.tenants[0].priorities == ["prod", "test", "oppo"]
+
+
+# ---------------------------------------------------------------------------
+# What tenants render, per operator
+
+OPERATOR_STACKS = {"soperator 4.1.7": "staging-hanoi", "ack-slurm-operator": "staging-hangzhou", "Slinky slurm-operator 1.2.1": "prod-hcm"}
+TENANT_SLURM_CONF = [
+    "PriorityType=priority/multifactor",
+    "PreemptType=preempt/qos",
+    "PreemptMode=REQUEUE",
+    "AccountingStorageEnforce=associations,limits,qos,safe",
+]
+
+
+def two_teams(stack: str) -> list[dict[str, Any]]:
+    """Two tenants splitting the stack's first GPU pool: whole nodes and half nodes."""
+    pool = gpu_pool(stack)
+    half = max(pool["gpusPerNode"] // 2, 1)
+    return [
+        {"name": "team-a", "users": ["alice", "bob"], "cells": [{"pool": pool["name"], "gpusPerCell": pool["gpusPerNode"], "cells": 1}]},
+        {
+            "name": "team-b",
+            "ldapGroup": "vision",
+            "users": ["carol"],
+            # Two half-node cells, or one more node where a node has a single GPU.
+            "cells": [{"pool": pool["name"], "gpusPerCell": half, "cells": 2 if pool["gpusPerNode"] > 1 else 1}],
+            "borrowingCap": 4,
+            "priorities": ["test", "oppo"],
+            "namespace": True,
+        },
+    ]
+
+
+def slurm_conf_text(config) -> str:
+    """The slurm.conf text each operator carries the tenants' settings in."""
+    rendered = operator_module(config).render(config)
+    if config.slurm_operator == "soperator":
+        return manifest_of(rendered, "SlurmCluster")[0]["spec"].get("customSlurmConfig", "")
+    if config.slurm_operator == "ack":
+        return ack.slurm_conf(config)
+    return manifest_of(rendered, "Controller")[0]["spec"]["extraConf"]
+
+
+@pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
+def test_each_operator_carries_priority_and_preemption_settings_its_own_way(operator_name, stack):
+    config = with_tenants(*two_teams(stack), stack=stack)
+    assert operator_name == operator_module(config).OPERATOR
+    lines = slurm_conf_text(config).splitlines()
+    for line in TENANT_SLURM_CONF:
+        assert line in lines
+    assert not [line for line in TENANT_SLURM_CONF if line in slurm_conf_text(parse_config(stack_config(stack))).splitlines()]
+    for manifest in (r.manifest for r in operator_module(config).render(config)):
+        assert manifest_errors(manifest) == [], manifest["kind"]
+
+
+def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
+    stack = OPERATOR_STACKS["soperator 4.1.7"]
+    config = with_tenants(*two_teams(stack), stack=stack)
+    gpus = gpu_pool(stack)["gpusPerNode"]
+    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    lines = script.splitlines()
+    # The ladder, with oppo defined before the levels that preempt it.
+    assert lines.index("apply add qos oppo Priority=0 PreemptMode=requeue") < lines.index("apply add qos prod Priority=100 Preempt=oppo")
+    assert "apply add qos test Priority=10 Preempt=oppo" in lines
+    # team-a: guaranteed account prod+test, oppo account without cap.
+    assert f"apply modify account where name=team-a set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
+    assert "apply modify account where name=team-a-oppo set GrpTRES=gres/gpu=-1 QOS=oppo DefaultQOS=oppo" in lines
+    assert f"expect 'team-a||gres/gpu={gpus}' assoc where account=team-a format=Account,User,GrpTRES" in lines
+    for user in ("alice", "bob"):
+        assert f"apply add user {user} Account=team-a" in lines and f"apply add user {user} Account=team-a-oppo" in lines
+    # team-b: test only inside its guarantee, oppo capped at 4.
+    assert f"apply modify account where name=team-b set GrpTRES=gres/gpu={gpus} QOS=test DefaultQOS=test" in lines
+    assert "apply modify account where name=team-b-oppo set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo" in lines
+    assert "apply modify user where name=carol account=team-b set QOS=test DefaultQOS=test" in lines
+    assert "set -euo pipefail" in lines
+
+
+@pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())
+def test_the_job_reaches_slurmdbd_with_the_operators_image_and_auth_key(operator, stack):
+    config = with_tenants(*two_teams(stack), stack=stack)
+    client = operator_module(config).accounting_client(config)
+    job = tenancy.sacctmgr_job(config, client)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == client.image
+    assert {
+        "name": "auth-key",
+        "secret": {"secretName": client.key_secret, "items": [{"key": client.key, "path": "key"}], "defaultMode": 0o400},
+    } in pod["volumes"]
+    expected_auth = {"ack-slurm-operator": "auth/munge", "soperator 4.1.7": "auth/munge", "Slinky slurm-operator 1.2.1": "auth/slurm"}[operator]
+    assert f"AuthType={expected_auth}" in tenancy.client_slurm_conf(config, client)
+    assert f"AccountingStorageHost={client.slurmdbd_host}" in tenancy.client_slurm_conf(config, client)
+    for rendered in tenancy.render(config):
+        assert manifest_errors(rendered.manifest) == [], rendered.role
+
+
+def test_the_job_changes_only_when_the_tenants_change():
+    stack = OPERATOR_STACKS["soperator 4.1.7"]
+    teams = two_teams(stack)
+    config = with_tenants(*teams, stack=stack)
+    job = tenancy.sacctmgr_job(config, operator_module(config).accounting_client(config))
+    # Unrelated config: the same Job, so Pulumi sees no diff and sacctmgr does not run again.
+    unrelated = with_tenants(*teams, stack=stack, region="elsewhere")
+    assert tenancy.sacctmgr_job(unrelated, operator_module(unrelated).accounting_client(unrelated)) == job
+    # One more user: a new name (a new Job run), the rest of the spec alike.
+    more = copy.deepcopy(teams)
+    more[0]["users"].append("dave")
+    changed = with_tenants(*more, stack=stack)
+    new_job = tenancy.sacctmgr_job(changed, operator_module(changed).accounting_client(changed))
+    assert new_job["metadata"]["name"] != job["metadata"]["name"]
+    assert new_job["metadata"]["name"].startswith(f"{config.cluster.name}-tenants-")
+    assert new_job["spec"]["template"]["spec"] == job["spec"]["template"]["spec"]
+
+
+def test_priority_classes_order_prod_test_oppo_and_oppo_never_preempts():
+    classes = {pc["metadata"]["name"]: pc for pc in tenancy.priority_classes()}
+    assert classes["slurm-prod"]["value"] > classes["slurm-test"]["value"] > classes["slurm-oppo"]["value"]
+    assert classes["slurm-oppo"]["preemptionPolicy"] == "Never"
+    assert classes["slurm-prod"]["preemptionPolicy"] == "PreemptLowerPriority"
+
+
+def test_a_tenant_namespace_gets_its_guarantee_as_gpu_quota():
+    stack = OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]
+    config = with_tenants(*two_teams(stack), stack=stack)
+    rendered = tenancy.render(config)
+    assert [r.manifest["metadata"]["name"] for r in rendered if r.manifest["kind"] == "Namespace"] == ["team-b"]
+    (quota,) = manifest_of(rendered, "ResourceQuota")
+    assert quota["metadata"]["namespace"] == "team-b"
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": str(config.tenants[1].guaranteed_gpus)}
+
+
+def test_no_tenants_render_nothing():
+    assert tenancy.render(parse_config(stack_config(OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]))) == []
+
+
+def test_the_ldap_seed_creates_the_tenants_groups_and_users():
+    stack = OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]
+    config = with_tenants(*two_teams(stack), stack=stack)
+    ldif = seed_ldif(config.ldap, "{SSHA512}x", config.tenants)
+    base = config.ldap.base_dn
+    assert f"dn: cn=team-a,ou=groups,{base}\nobjectClass: posixGroup\ncn: team-a\ngidNumber: 20000\nmemberUid: alice\nmemberUid: bob" in ldif
+    assert f"dn: cn=vision,ou=groups,{base}\nobjectClass: posixGroup\ncn: vision\ngidNumber: 20001\nmemberUid: carol" in ldif
+    assert f"dn: uid=carol,ou=users,{base}" in ldif and "uidNumber: 10002\ngidNumber: 20001" in ldif
+    assert seed_ldif(config.ldap, "{SSHA512}x") == seed_ldif(config.ldap, "{SSHA512}x", [])
+
+
+def test_the_stack_declares_the_tenants_and_exports_them():
+    stack = OPERATOR_STACKS["soperator 4.1.7"]
+    teams = two_teams(stack)
+    run = run_stack(stack, tenants=teams)
+    config = with_tenants(*teams, stack=stack)
+    gpus = gpu_pool(stack)["gpusPerNode"]
+    jobs = run.of_type("kubernetes:batch/v1:Job")
+    assert [j.inputs["metadata"]["name"] for j in jobs] == [f"{config.cluster.name}-tenants-{tenancy.tenants_hash(config)}"]
+    assert {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")} == {
+        "slurm-prod",
+        "slurm-test",
+        "slurm-oppo",
+    }
+    script_map = next(r for r in run.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == f"{config.cluster.name}-tenants")
+    assert script_map.urn in jobs[0].dependencies
+    tenants = run.outputs["tenants"]
+    total = sum(p["gpusPerNode"] * p.get("slurmWorkers", p["nodeCount"]) for p in stack_config(stack)["nodePools"] if p.get("gpusPerNode"))
+    assert tenants["team-a"] == {
+        "guaranteedGpus": gpus,
+        "cells": teams[0]["cells"],
+        "borrowableGpus": total - gpus,
+        "qos": ["prod", "test", "oppo"],
+        "accounts": {"guaranteed": "team-a", "oppo": "team-a-oppo"},
+        "namespace": None,
+    }
+    assert tenants["team-b"]["borrowableGpus"] == 4 and tenants["team-b"]["qos"] == ["test", "oppo"]
+    assert "tenants" not in run_stack(stack).outputs
+
+
+# ---------------------------------------------------------------------------
+# The example stacks
+
+
+def test_the_lab_stack_is_the_labs_first_layout_and_takes_its_second():
+    raw = stack_config("dev-lab")
+    config = parse_config(raw)
+    assert [(t.name, [(c.pool, c.gpus_per_cell, c.cells) for c in t.cells]) for t in config.tenants] == [
+        ("default", [("gpu-c", 1, 1)]),
+        ("vc1", [("gpu-d", 1, 1)]),
+    ]
+    both_in_one_vc = [
+        {"name": "default", "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}, {"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]}
+    ]
+    assert parse_config({**raw, "tenants": both_in_one_vc}).tenants[0].guaranteed_gpus == 2
+    # HiveD's crash case, refused at preview instead: a second VC on Carol's one-GPU machine.
+    with pytest.raises(ConfigError, match=r"pool 'gpu-c' cannot hold the guaranteed 1-GPU cells: 2 needed, 1 available \(asked by default, vc1\)"):
+        parse_config({**raw, "tenants": [{**t, "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}]} for t in raw["tenants"]]})
+
+
+def test_the_fpt_production_stack_shares_its_h100s_between_three_teams_on_soperator_4():
+    config = parse_config(stack_config("prod-hoalac"))
+    assert operator_module(config).OPERATOR == "soperator 4.1.7"
+    assert config.environment == "prod"
+    summary = tenancy.summary(config)
+    assert {name: t["guaranteedGpus"] for name, t in summary.items()} == {"llm": 16, "vision": 8, "speech": 6}
+    assert summary["vision"]["borrowableGpus"] == 8 and summary["speech"]["qos"] == ["test", "oppo"]
+
+
+@pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
+def test_tenants_get_a_partition_per_gpu_pool_unless_partitions_are_declared(operator_name, stack):
+    raw = stack_config(stack)
+    default_partitions = {k: v for k, v in raw.get("slurm", {}).items() if k != "partitions"}
+    config = with_tenants(*two_teams(stack), stack=stack, slurm=default_partitions)
+    pools = [p.name for p in config.gpu_pools]
+    assert [(p.name, p.pools, p.default) for p in config.partitions] == [("main", [], True)] + [(name, [name], False) for name in pools]
+    text = slurm_conf_text(config) if operator_name != "soperator 4.1.7" else ""
+    for name in pools:
+        if operator_name == "soperator 4.1.7":
+            cluster = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]
+            assert {"name": name, "nodeSetRefs": [name], "config": "Default=NO MaxTime=INFINITE State=UP"} in cluster["spec"][
+                "partitionConfiguration"
+            ]["partitions"]
+        else:
+            assert any(line.startswith(f"PartitionName={name} ") for line in text.splitlines())
+    # Declared partitions are the operator's choice; without tenants nothing is added.
+    declared = with_tenants(*two_teams(stack), stack=stack, slurm={**default_partitions, "partitions": [{"name": "all", "default": True}]})
+    assert [p.name for p in declared.partitions] == ["all"]
+    assert [p.name for p in parse_config({**raw, "slurm": default_partitions}).partitions] == ["main"]
+
+
+def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
+    # soperator's controller image has Slurm's client commands but no munged (a separate munge image runs it).
+    config = with_tenants(*two_teams(SOPERATOR_4), stack=SOPERATOR_4)
+    client = operator_module(config).accounting_client(config)
+    assert client.munge_image and client.munge_image.endswith(f":{soperator4.image_tag(config)}") and "/munge:" in client.munge_image
+    pod = tenancy.sacctmgr_job(config, client)["spec"]["template"]["spec"]
+    (munge,) = pod["initContainers"]
+    assert munge["image"] == client.munge_image and munge["restartPolicy"] == "Always"
+    assert {"name": "munge-socket", "mountPath": "/run/munge"} in pod["containers"][0]["volumeMounts"]
+    assert f"until [ -S {tenancy.MUNGE_SOCKET} ]" in tenancy.sacctmgr_script(config, client)
+    # ACK's all-in-one image starts munged itself.
+    ack_config = with_tenants(*two_teams("staging-hangzhou"), stack="staging-hangzhou")
+    ack_client = operator_module(ack_config).accounting_client(ack_config)
+    assert ack_client.munge_image is None
+    assert "initContainers" not in tenancy.sacctmgr_job(ack_config, ack_client)["spec"]["template"]["spec"]
+    assert "runuser -u munge -- munged" in tenancy.sacctmgr_script(ack_config, ack_client)
