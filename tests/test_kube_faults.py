@@ -103,16 +103,6 @@ def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) ->
         assert cluster.require("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
 
 
-def import_pending_creates(ws: Workspace, pending: list[dict]) -> None:
-    """Pending creates the API server did carry out are imported under their IDs (namespace/name):
-    clearing them instead would leave live objects the next up tries to create again."""
-    args = []
-    for operation in pending:
-        metadata = operation["resource"]["inputs"]["metadata"]
-        args += ["--import-pending-creates", operation["resource"]["urn"], "--import-pending-creates", f"{metadata['namespace']}/{metadata['name']}"]
-    ws.pulumi("refresh", "--yes", "--skip-preview", *args, stack=KWOK_STACK)
-
-
 @pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
 def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converges(ws, cluster, process):
     before = data_fingerprint(cluster)
@@ -147,26 +137,6 @@ def test_sigint_mid_up_stops_cleanly_and_the_next_up_converges(ws, cluster):
     print(f"SIGINT: exit {code}; pending operations: {pending}")
     assert pending == []  # nothing to clear: the interrupted steps completed or were never started
     converge(ws, cluster, before, "sigint")
-
-
-def test_a_killed_cli_leaves_pending_creates_that_refresh_clears(ws, cluster):
-    """The CLI killed outright (SIGKILL: a CI runner cancelled hard) leaves its in-flight creates pending."""
-    before = data_fingerprint(cluster)
-    code, _ = interrupted_up(ws, cluster, "sigkill", signal.SIGKILL)
-    assert code == -signal.SIGKILL
-    pending = pending_operations(ws)
-    print(f"SIGKILL: pending operations: {[(p['type'], p['resource']['urn'].rsplit('::', 1)[1]) for p in pending]}")
-    assert pending and {p["type"] for p in pending} == {"creating"}, pending
-    # A killed CLI also leaves its stack lock: the next command refuses until it is removed.
-    locked = ws.pulumi("refresh", "--yes", "--skip-preview", stack=KWOK_STACK, check=False)
-    assert locked.returncode != 0 and "the stack is currently locked" in locked.stderr, locked.stderr
-    ws.pulumi("cancel", "--yes", stack=KWOK_STACK)
-    # Each pending claim exists in the API server: the create was sent before the kill.
-    for operation in pending:
-        metadata = operation["resource"]["inputs"]["metadata"]
-        assert cluster.get("pvc", metadata["name"], metadata["namespace"]) is not None, metadata
-    import_pending_creates(ws, pending)
-    converge(ws, cluster, before, "sigkill")
 
 
 def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: int) -> tuple[int, str]:
