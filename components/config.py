@@ -11,9 +11,12 @@ and turns pydantic's errors into messages that name the config key path
 
 from __future__ import annotations
 
+import difflib
 import json
 import posixpath
 import re
+import typing
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -1364,11 +1367,52 @@ def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset
     return line
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type can hold: through Optional, unions, Annotated, list and dict values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict:
+        args = args[1:]
+    elif typing.get_origin(annotation) is Annotated:
+        args = args[:1]
+    return [model for arg in args for model in _models_in(arg)]
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model allows at `loc` (a key path into PlatformConfig), by their config (camelCase) names."""
+    models: list[type[BaseModel]] = [PlatformConfig]
+    for part in loc:
+        if isinstance(part, int):
+            continue  # a list index: the item is the same model
+        fields = [model.model_fields.get(str(part)) or _field_by_alias(model, str(part)) for model in models]
+        models = [m for field in fields if field is not None for m in _models_in(field.annotation)]
+    return sorted({field.alias or name for model in models for name, field in model.model_fields.items()})
+
+
+def _field_by_alias(model: type[BaseModel], alias: str) -> Any:
+    return next((field for name, field in model.model_fields.items() if (field.alias or name) == alias), None)
+
+
+def _comparable(key: str) -> str:
+    """A key as a person reads it: case folded, invisible and format characters (U+200B ...) dropped."""
+    return "".join(c for c in key.casefold() if c.isprintable() and not c.isspace() and unicodedata.category(c) != "Cf")
+
+
+def _unknown_key_message(loc: tuple[Any, ...]) -> str:
+    known = _keys_at(loc[:-1])
+    by_comparable = {_comparable(k): k for k in known}
+    close = difflib.get_close_matches(_comparable(str(loc[-1])), list(by_comparable), n=1, cutoff=0.75)
+    if close:
+        return f"unknown key; did you mean {by_comparable[close[0]]}? (config.schema.json lists every key)"
+    return f"unknown key (allowed: {', '.join(known)})" if known else "unknown key (check the spelling; see config.schema.json)"
+
+
 def _describe(error: Mapping[str, Any], secret_keys: frozenset[str]) -> str:
     loc = tuple(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return _line(loc, "unknown key (check the spelling; see config.schema.json)", None, secret_keys, show_value=False)
+        return _line(loc, _unknown_key_message(loc), None, secret_keys, show_value=False)
     if error["type"] == "missing":
         return _line(loc, "required but not set", None, secret_keys, show_value=False)
     value = error.get("input")

@@ -30,8 +30,9 @@ import pulumi_random as random
 from . import child_opts
 from .config import PlatformConfig
 
-# munged accepts keys of 32 to 1024 bytes. 1024 characters of [A-Za-z0-9]
-# carry about 6,100 bits, more than the 8,192-bit `mungekey` default needs.
+# munged accepts keys of 32 to 1024 bytes. 1024 characters of [A-Za-z0-9] carry
+# about 6,100 bits: fewer than the 8,192 of `mungekey`'s default 1024 random bytes,
+# but munged only derives its (at most 256-bit) cipher and MAC keys from the key.
 MUNGE_KEY_LENGTH = 1024
 MUNGE_KEY_FIELD = "munge.key"
 

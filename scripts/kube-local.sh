@@ -281,16 +281,16 @@ charts() {
 	cp -r "$sources/charts/." "$dest/"
 }
 
-# What a managed cluster has before any stack: the upstream CRDs of
-# ../shared/contracts that no stand-in chart supplies (soperator 1.14.10's
+# What a managed cluster has before any stack: the upstream CRDs the project
+# carries in contracts/ that no stand-in chart supplies (soperator 1.14.10's
 # SlurmCluster, which kwok's stages watch, so it must exist before kwok starts,
 # and Slinky's; nothing in a stack owns them, so no destroy takes every custom
 # resource with it), and a default StorageClass (claims that name no class,
 # e.g. LDAP's, get it; the kwok stage provisions them).
 cluster_basics() {
 	local run=$1 contracts kubectl=("$bin/kubectl" --kubeconfig "$1/kubeconfig")
-	contracts=$(cd "$here/../.." && pwd)/shared/contracts
-	[[ -f $contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.yaml ]] || die "no contracts at $contracts"
+	contracts=$(cd "$here/.." && pwd)/contracts
+	[[ -f $contracts/soperator/1.14.10/slurm.nebius.ai_slurmclusters.json ]] || die "no contracts at $contracts"
 	{
 		"${kubectl[@]}" apply --server-side --field-manager kube-local \
 			-f "$contracts/soperator/1.14.10/" -f "$contracts/slinky/v1.2.1/" &&

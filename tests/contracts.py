@@ -1,4 +1,4 @@
-"""Validate manifests against upstream schemas: CRDs from ../shared/contracts/,
+"""Validate manifests against upstream schemas: the CRDs the project carries in contracts/,
 built-in kinds with the Kubernetes OpenAPI schemas kubernetes-validate bundles."""
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
-import yaml
 
 from tests.harness import ROOT
 
-CONTRACTS = ROOT.parent / "shared" / "contracts"
-SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclusters.yaml"
+CONTRACTS = ROOT / "contracts"
+SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclusters.json"
 SOPERATOR_4_DIR = CONTRACTS / "soperator" / "4.1.7"
 SLINKY_DIR = CONTRACTS / "slinky" / "v1.2.1"
 ACK_SCHEMAS = {
@@ -27,7 +26,7 @@ KUBERNETES_VERSION = "1.31"
 
 @lru_cache
 def crd_schema(path: Path, version: str = "v1") -> dict[str, Any]:
-    crd = yaml.safe_load(path.read_text())
+    crd = json.loads(path.read_text())
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     return served["schema"]["openAPIV3Schema"]
 
@@ -64,7 +63,7 @@ def kubernetes_errors(manifest: dict[str, Any]) -> list[str]:
     return []
 
 
-# Custom resources with no upstream contract in ../shared/contracts (NVIDIA, Karpenter, MariaDB operator).
+# Custom resources with no upstream contract in contracts/ (NVIDIA, Karpenter, MariaDB operator).
 UNCONTRACTED = {"NicClusterPolicy", "NodePool", "MariaDB"}
 BUILTIN_GROUPS = ("apps/", "batch/", "storage.k8s.io/", "rbac.authorization.k8s.io/", "scheduling.k8s.io/")
 
@@ -86,11 +85,11 @@ def contract_of(manifest: dict[str, Any]) -> Path:
     group, _, version = manifest["apiVersion"].rpartition("/")
     kind = manifest["kind"]
     if group == "slurm.nebius.ai" and kind == "SlurmCluster":
-        return CONTRACTS / "soperator" / manifest["spec"]["crVersion"] / "slurm.nebius.ai_slurmclusters.yaml"
+        return CONTRACTS / "soperator" / manifest["spec"]["crVersion"] / "slurm.nebius.ai_slurmclusters.json"
     if group == "slurm.nebius.ai" and kind == "NodeSet":
-        return SOPERATOR_4_DIR / "slurm.nebius.ai_nodesets.yaml"
+        return SOPERATOR_4_DIR / "slurm.nebius.ai_nodesets.json"
     if group == "slinky.slurm.net":
-        return SLINKY_DIR / f"slinky.slurm.net_{kind.lower()}s.yaml"
+        return SLINKY_DIR / f"slinky.slurm.net_{kind.lower()}s.json"
     if group == "kai.alibabacloud.com" and kind == "SlurmCluster":
         return ACK_SCHEMAS["headGroupSpec" if "headGroupSpec" in manifest.get("spec", {}) else "slurmctld"]
     raise LookupError(f"no contract for {manifest['apiVersion']} {kind}")
@@ -118,4 +117,4 @@ def ack_errors(manifest: dict[str, Any], path: Path) -> list[str]:
 def contract_errors(manifest: dict[str, Any]) -> list[str]:
     """Every way a custom resource breaks its upstream contract (unknown fields included)."""
     path = contract_of(manifest)
-    return ack_errors(manifest, path) if path.suffix == ".json" else crd_errors(manifest, path)
+    return ack_errors(manifest, path) if path.name.endswith(".schema.json") else crd_errors(manifest, path)

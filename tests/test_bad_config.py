@@ -306,7 +306,28 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
 UNKNOWN_TOP_LEVEL = [
     ("top-level-typo", {"clusterr": {"name": "x"}}, "clusterr"),
     ("top-level-invisible", {"clu\u200bster": {"name": "x"}}, "clu\\u200bster"),
+    ("top-level-lower-case", {"nodepools": [{"name": "gpu"}]}, "nodepools"),
+    ("top-level-zero-width-space", {"stor\u200bage": {"jail": {"size": "100Gi"}}}, "stor\\u200bage"),
 ]
+
+
+@pytest.mark.parametrize(
+    "changes,line",
+    [
+        ({"nodepools": []}, "slurm-platform:nodepools: unknown key; did you mean nodePools?"),
+        ({"stor\u200bage": {}}, "slurm-platform:stor\\u200bage: unknown key; did you mean storage?"),
+        ({"Cluster": {}}, "slurm-platform:Cluster: unknown key; did you mean cluster?"),
+        ({"storage.jial": {}}, "slurm-platform:storage.jial: unknown key; did you mean jail?"),
+        ({"ldap.tls.enabeld": True}, "slurm-platform:ldap.tls.enabeld: unknown key; did you mean enabled?"),
+        ({"nodePools[0].gpusPerNod": 8}, "slurm-platform:nodePools[0].gpusPerNod: unknown key; did you mean gpusPerNode?"),
+        ({"zzz": 1}, "slurm-platform:zzz: unknown key (allowed: cluster, environment, kubernetes, ldap, nodePools, operators, region, slurm,"),
+    ],
+)
+def test_an_unknown_key_names_the_closest_known_one_or_every_allowed_one(changes, line, monkeypatch):
+    error, run = run_main(mistake(changes), monkeypatch)
+    assert isinstance(error, pulumi.RunError)
+    assert f"\n  {line}" in str(error), str(error)
+    assert run.resources == []
 
 
 def run_main(raw: dict[str, Any], monkeypatch, secret_keys: tuple[str, ...] = ()):

@@ -4,7 +4,7 @@ server: soperator 1.14.10 and 4.1.7, ACK in both API generations, Slinky.
 Each example stack's rendered custom resources are created with a server-side
 dry run and strict field validation, so the server applies its own checks
 (OpenAPI types, enums, CEL rules, unknown fields) with the CRDs of
-../shared/contracts installed. ACK publishes no CRD: its contract is a JSON
+contracts/ installed. ACK publishes no CRD: its contract is a JSON
 Schema, turned here into the CRD an API server takes (`ack_crd`).
 """
 
@@ -26,10 +26,10 @@ from tests.kube import ClusterError, LocalCluster, contains
 # (stack, config overrides, CRD files the operator brings)
 OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any], list[Path]]] = {
     "soperator-1.14.10": ("prod-hanoi", {}, [SOPERATOR_CRD]),
-    "soperator-4.1.7": ("staging-hanoi", {}, sorted(SOPERATOR_4_DIR.glob("*.yaml"))),
+    "soperator-4.1.7": ("staging-hanoi", {}, sorted(SOPERATOR_4_DIR.glob("*.json"))),
     "ack-2024-12": ("staging-hangzhou", {}, [ACK_SCHEMAS["slurmctld"]]),
     "ack-2024-06": ("staging-hangzhou", {"apiGeneration": "2024-06"}, [ACK_SCHEMAS["headGroupSpec"]]),
-    "slinky-1.2.1": ("prod-hcm", {}, sorted(SLINKY_DIR.glob("*.yaml"))),
+    "slinky-1.2.1": ("prod-hcm", {}, sorted(SLINKY_DIR.glob("*.json"))),
 }
 
 
@@ -97,7 +97,7 @@ def ack_crd(schema_file: Path) -> dict[str, Any]:
 def install_crds(cluster: LocalCluster, files: list[Path]) -> None:
     """The operator's CRDs, replacing a sibling version's (soperator 1.14.10 and 4.1.7 share SlurmCluster)."""
     for file in files:
-        if file.suffix == ".json":
+        if file.name.endswith(".schema.json"):
             cluster.apply([ack_crd(file)], force=True)
         else:
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=kube-local", "-f", str(file))
