@@ -11,7 +11,7 @@ import copy
 import json
 import re
 import runpy
-from typing import Any
+from typing import Any, Optional
 
 import pulumi
 import pytest
@@ -311,6 +311,13 @@ UNKNOWN_TOP_LEVEL = [
 ]
 
 
+def test_keys_of_other_namespaces_are_not_ours_and_pass(monkeypatch):
+    foreign = {"kubernetes:context": "fpt-hanoi", "pulumi:tags": '{"team": "hpc"}', "random:nodepools": "x", "slurm-platformx:nodePools": "[]"}
+    error, run = run_main(stack_config(BASE), monkeypatch, other_namespaces=foreign)
+    assert error is None, str(error)
+    assert run.resources
+
+
 @pytest.mark.parametrize(
     "changes,line",
     [
@@ -330,12 +337,13 @@ def test_an_unknown_key_names_the_closest_known_one_or_every_allowed_one(changes
     assert run.resources == []
 
 
-def run_main(raw: dict[str, Any], monkeypatch, secret_keys: tuple[str, ...] = ()):
+def run_main(raw: dict[str, Any], monkeypatch, secret_keys: tuple[str, ...] = (), other_namespaces: Optional[dict[str, str]] = None):
     """`pulumi up` in miniature: the engine's PULUMI_CONFIG, then the real __main__.py under mocks.
 
+    `other_namespaces` adds keys that are not ours (`kubernetes:context`, ...), as the engine passes them.
     Returns (the error the program raised or None, what it registered).
     """
-    engine_config = {f"{PROJECT}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+    engine_config = {f"{PROJECT}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()} | (other_namespaces or {})
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps(engine_config))
     monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps([f"{PROJECT}:{k}" for k in secret_keys]))
     raised: list[BaseException] = []

@@ -45,6 +45,24 @@ def test_invalid_config_fails_preview_and_writes_nothing(ws):
     assert not (checkpoint.get("checkpoint", {}).get("latest") or {}).get("resources")
 
 
+@pytest.mark.parametrize(
+    "path,value,line",
+    [
+        ("nodepools[0].name", "gpu", "slurm-platform:nodepools: unknown key; did you mean nodePools?"),
+        ("stor\u200bage.jail.size", "100Gi", "slurm-platform:stor\\u200bage: unknown key; did you mean storage?"),
+    ],
+)
+def test_an_unknown_top_level_key_fails_preview_and_writes_nothing(ws, path, value, line):
+    """The engine hands the program every key of the stack file; ours that the model lacks are refused."""
+    with ws.config_set(path, value):
+        result = ws.pulumi("preview", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert line in output, output
+    assert "Traceback" not in output
+    assert not (ws.project / "rendered").exists()
+
+
 def test_up_renders_valid_manifests(ws):
     # With --diff, so the secrets test can check these creation diffs too.
     ws.pulumi("preview", "--diff")
