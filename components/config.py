@@ -125,9 +125,10 @@ def _leading_v(required: bool) -> AfterValidator:
 
 def _check_chart_repository(value: str) -> str:
     url = urlparse(value)
-    if url.scheme in ("http", "https", "oci") and url.netloc and value.strip() == value:
+    # urlparse drops tab, CR and newline before parsing, so control characters are refused here.
+    if value.isprintable() and url.scheme in ("http", "https", "oci") and url.netloc and value.strip() == value:
         return value
-    if not url.scheme and value.startswith(("/", "./", "../")):
+    if value.isprintable() and not url.scheme and value.startswith(("/", "./", "../")):
         return value
     raise ValueError("must be a Helm repository URL (https://...), an OCI prefix (oci://registry/path) or a local directory (/... or ./...)")
 
@@ -149,7 +150,7 @@ def _check_tag(value: str) -> str:
 
 def _check_interface_name(value: str) -> str:
     # Linux IFNAMSIZ: at most 15 bytes, no '/', no whitespace.
-    if not re.fullmatch(r"[^\s/:]{1,15}", value) or not value.isascii():
+    if not re.fullmatch(r"[^\s/:]{1,15}", value) or not (value.isascii() and value.isprintable()):
         raise ValueError("must be a network interface name such as ibs1 (at most 15 characters, no '/' or spaces)")
     return value
 
@@ -192,6 +193,7 @@ def _cron_field_ok(text: str, lowest: int, highest: int, names: tuple[str, ...])
 
 
 def _check_cron(value: str) -> str:
+    _check_line(value)
     fields = value.split()
     if value.strip() in _CRON_MACROS:
         return value
@@ -204,6 +206,42 @@ def _check_rdma_resource_name(value: str) -> str:
     errors = kube_rules.is_qualified_name(f"rdma/{value}")
     if errors:
         raise ValueError(f"rdma/{value} must be an extended resource name: " + "; ".join(errors))
+    return value
+
+
+# Characters a shell takes literally (shlex.quote leaves such a word as it is). A path that lands in
+# slurm.conf (one `Key=value` per word) or in an operator's init script needs nothing else.
+_SHELL_SAFE = r"[A-Za-z0-9_@%+=:,./-]"
+
+
+def _check_safe_path(value: str) -> str:
+    if not re.fullmatch(rf"/{_SHELL_SAFE}*", value):
+        raise ValueError(
+            "must be an absolute path of letters, digits and _ @ % + = : , . / - only "
+            "(no spaces, quotes, $ or control characters: it lands in slurm.conf or a shell script), e.g. /var/slurm"
+        )
+    return value
+
+
+def _check_mount_option(value: str) -> str:
+    # Node-side CSI drivers (Alibaba's NAS plugin among them) hand mount options to a shell.
+    if not re.fullmatch(rf"{_SHELL_SAFE}+", value):
+        raise ValueError("must be mount options such as nfsvers=4.1 or nolock,tcp (letters, digits and _ @ % + = : , . / - only)")
+    return value
+
+
+def _check_line(value: str) -> str:
+    # str.isprintable() is False for newline, CR, tab, NUL and the Unicode line and paragraph separators.
+    if not (value.isascii() and value.isprintable()):
+        raise ValueError("must be one line of printable ASCII (no newline, CR, tab, NUL or Unicode line separator)")
+    return value
+
+
+def _check_ldif_value(value: str) -> str:
+    # A plain LDIF value (RFC 2849 SAFE-STRING): one ASCII line, not starting with space, ':' or '<'.
+    _check_line(value)
+    if value[:1] in (" ", ":", "<") or value.endswith(" ") or any(c in value for c in ":,="):
+        raise ValueError("must not contain ':', ',' or '=' nor start or end with a space (it is an LDIF value)")
     return value
 
 
@@ -268,6 +306,9 @@ Cidr = Annotated[str, AfterValidator(_check_cidr)]
 IpAddress = Annotated[str, AfterValidator(_check_ip)]
 Host = Annotated[str, AfterValidator(_check_host)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+SafePath = Annotated[str, AfterValidator(_check_safe_path)]
+MountOption = Annotated[str, AfterValidator(_check_mount_option)]
+ConfLine = Annotated[str, AfterValidator(_check_line)]
 MountPath = Annotated[str, AfterValidator(_check_mount_path)]
 ExactVersion = Annotated[str, AfterValidator(_check_exact_version)]
 ChartRepository = Annotated[str, AfterValidator(_check_chart_repository)]
@@ -505,17 +546,17 @@ class OperatorsConfig(Model):
 class NfsServer(Model):
     server: Host = Field(..., description="NFS server address: an IP or a DNS name.")
     share: AbsolutePath = Field(..., description="Exported path.")
-    mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
 class AlibabaNas(Model):
     server: str = Field(
         ...,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/\S*$",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/[A-Za-z0-9_@%+=:,./-]*$",
         description="NAS mount target and path, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share",
     )
     volume_as: Literal["subpath", "filesystem"] = "subpath"
-    mount_options: list[str] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
 
 
 class StorageClassConfig(Model):
@@ -532,7 +573,7 @@ class StaticNfsVolume(Model):
 
     server: Host
     path: AbsolutePath
-    mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
 
 
 ADOPT_DESCRIPTION = (
@@ -595,7 +636,7 @@ class LdapConfig(Model):
     )
     # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
     base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$")
-    organisation: str = Field("Example Org", pattern=r"^[^\x00-\x1f\x7f:,=]+$")
+    organisation: Annotated[str, AfterValidator(_check_ldif_value)] = "Example Org"
     admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
     storage_size: Quantity = "8Gi"
     storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
@@ -661,9 +702,8 @@ class LoginConfig(Model):
     load_balancer_ip: Annotated[Optional[IpAddress], BeforeValidator(lambda v: v or None)] = Field(
         None, description="sshdServiceLoadBalancerIP, with serviceType LoadBalancer only (unset: assigned by the cloud)."
     )
-    ssh_address: Optional[str] = Field(
+    ssh_address: Optional[Host] = Field(
         None,
-        min_length=1,
         description="Host for sshCommand with a NodePort login (a node's address or a DNS name for the nodes); "
         "a LoadBalancer's address is read from the live Service.",
     )
@@ -740,8 +780,8 @@ class ReadinessConfig(Model):
 class HomeNasConfig(Model):
     """The guide's shared /home: an existing NAS file system bound through a static PersistentVolume."""
 
-    server: str = Field(..., min_length=1, description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
-    path: str = Field("/", pattern=r"^/", description="Directory on the NAS.")
+    server: Host = Field(..., description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+    path: SafePath = Field("/", description="Directory on the NAS.")
     size: Quantity = "1Ti"
     claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
     nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
@@ -757,30 +797,33 @@ class AckAutoscalingConfig(Model):
     resume_timeout: int = Field(600, ge=1)
     resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
     suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
-    suspend_program: str = Field("/slurm-suspend.sh", pattern=r"^/", description="As the guide's image ships it.")
-    resume_program: str = Field("/slurm-resume.sh", pattern=r"^/")
+    suspend_program: SafePath = Field("/slurm-suspend.sh", description="As the guide's image ships it.")
+    resume_program: SafePath = "/slurm-resume.sh"
 
 
 class AckClusterConfig(Model):
     """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
 
-    image: str = Field(..., min_length=1, description="Slurm image for head and workers (the guide's, or your own build).")
-    slurm_conf_path: str = Field("/var/slurm", pattern=r"^/", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
-    munge_key_dir: str = Field("/var/munge", pattern=r"^/", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
-    slurmctld_host: Optional[str] = Field(None, description="SlurmctldHost in slurm.conf; default <cluster>-head.")
+    image: ImageReference = Field(..., description="Slurm image for head and workers (the guide's, or your own build).")
+    # The operator's init script copies from these paths: shell-safe characters only.
+    slurm_conf_path: SafePath = Field("/var/slurm", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
+    munge_key_dir: SafePath = Field("/var/munge", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
+    slurmctld_host: Optional[DnsSubdomain] = Field(
+        None, description="SlurmctldHost in slurm.conf (a DNS name, it also reaches the tenants' script); default <cluster>-head."
+    )
     home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
     slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
         None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
     )
     autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
-    extra_slurm_conf: list[str] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim.")
+    extra_slurm_conf: list[ConfLine] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim (one line each).")
 
 
 class SlinkyClusterConfig(Model):
-    registry: str = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
-    tag: str = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
+    registry: ImageRepository = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
+    tag: ImageTag = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
     controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
-    controller_storage_class_name: Optional[str] = Field(None, description="Class of that volume; cluster default when unset.")
+    controller_storage_class_name: Optional[DnsSubdomain] = Field(None, description="Class of that volume; cluster default when unset.")
     rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
     rest_api_replicas: int = Field(1, ge=1)
     rest_api_resources: PodResources = _res("500m", "1Gi", "1Gi")
@@ -792,7 +835,7 @@ class PartitionConfig(Model):
     name: DnsLabel
     pools: list[DnsLabel] = Field(default_factory=list, description="GPU pool names; empty: every GPU pool.")
     default: bool = Field(False, description="The partition jobs go to when they name none.")
-    config: str = Field("MaxTime=INFINITE State=UP", pattern=r"^[^\n]*$", description="Further PartitionName options.")
+    config: ConfLine = Field("MaxTime=INFINITE State=UP", description="Further PartitionName options (one slurm.conf line).")
 
 
 def _default_partitions() -> list[PartitionConfig]:
@@ -827,8 +870,40 @@ class SlurmConfig(Model):
 
 
 TenantPriority = Literal["prod", "test", "oppo"]
+# Users and groups the Slurm images already have: Debian/Ubuntu's base-passwd, the daemons the images
+# run, and groups other distributions grant privileges to. An LDAP entry of the same name shadows or
+# joins them (sudo matches `%sudo` by group name), and sacctmgr would change the associations of root.
+RESERVED_POSIX_NAMES = frozenset(
+    {
+        *("root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data"),
+        *("backup", "list", "irc", "gnats", "nobody", "nogroup", "_apt", "adm", "tty", "disk", "kmem", "dialout"),
+        *("fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio", "dip", "operator", "src", "shadow", "utmp"),
+        *("video", "sasl", "plugdev", "staff", "users", "input", "render", "netdev", "crontab", "messagebus"),
+        *("slurm", "munge", "sshd", "nslcd", "sssd", "mysql", "wheel", "admin", "docker"),
+    }
+)
+# Slurm's own account: the parent of every other; a tenant's GrpTRES on it would cap the whole cluster.
+RESERVED_SLURM_ACCOUNTS = ("root",)
+
+
+def _check_not_reserved_posix_name(value: str) -> str:
+    if value in RESERVED_POSIX_NAMES:
+        raise ValueError(
+            f"{value!r} is a system user or group of the Slurm images and cannot be seeded into LDAP or Slurm "
+            "(reserved: Debian's base-passwd users and groups such as root, nobody, sudo, adm, staff, users, and the images' "
+            "daemons slurm, munge, sshd, nslcd, sssd; README: Reserved names)"
+        )
+    return value
+
+
+def _check_not_reserved_account(value: str) -> str:
+    if value in RESERVED_SLURM_ACCOUNTS:
+        raise ValueError(f"{value!r} is Slurm's root account, the parent of every account; choose another name")
+    return value
+
+
 # A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
-PosixName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+PosixName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$"), AfterValidator(_check_not_reserved_posix_name)]
 
 
 class TenantCells(Model):
@@ -842,7 +917,9 @@ class TenantCells(Model):
 class TenantConfig(Model):
     """A team sharing the GPU pools: a Slurm account with a guarantee, QOS levels, and an LDAP group."""
 
-    name: DnsLabel = Field(..., description="Slurm account name (and namespace name when namespace is true).")
+    name: Annotated[DnsLabel, AfterValidator(_check_not_reserved_account)] = Field(
+        ..., description="Slurm account name (and namespace name when namespace is true); not root."
+    )
     ldap_group: Optional[PosixName] = Field(None, description="LDAP posixGroup of the tenant's users; default: name.")
     users: list[PosixName] = Field(default_factory=list, description="Users of this tenant (seeded into LDAP when ldap.enabled).")
     cells: list[TenantCells] = Field(..., min_length=1, description="Guaranteed cells (the virtual cluster).")
@@ -852,7 +929,11 @@ class TenantConfig(Model):
         min_length=1,
         description="QOS levels its users may submit at: prod > test run inside the guarantee; oppo borrows idle GPUs, preemptible.",
     )
-    namespace: bool = Field(False, description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee.")
+    namespace: bool = Field(
+        False,
+        description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee (protected and "
+        "retained on delete; not default, kube-*, the cluster's or an operator's namespace).",
+    )
 
     @property
     def group(self) -> str:
@@ -1261,6 +1342,18 @@ def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
 # Loading
 
 
+def reserved_namespaces(config: PlatformConfig) -> dict[str, str]:
+    """Namespaces a tenant may not declare (besides kube-*), with their owner. Tenant names are
+    unique, so no tenant's namespace is another's. The kubernetes provider adopts an existing
+    Namespace on create, and deleting the tenant would then delete it with everything in it."""
+    reserved = {"default": "Kubernetes' default namespace", config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
+    for key, field in OperatorsConfig.model_fields.items():
+        chart = getattr(config.operators, key)
+        how = "installed by this stack" if chart.install else "installed outside this stack"
+        reserved.setdefault(chart.namespace, f"operators.{field.alias or to_camel(key)}.namespace, {how}")
+    return reserved
+
+
 def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
     tenants = config.tenants
     if not tenants:
@@ -1291,9 +1384,23 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             )
     pools = {pool.name: pool for pool in config.node_pools}
     gpu_pool_names = ", ".join(sorted(pool.name for pool in config.gpu_pools))
+    reserved = reserved_namespaces(config)
+    listed = ", ".join(["kube-*", *reserved])
     for i, tenant in enumerate(tenants):
-        if tenant.namespace and tenant.name == config.cluster.namespace:
-            yield Problem(("tenants", i, "namespace"), f"would declare the cluster's own namespace {tenant.name!r}; rename the tenant", True)
+        owner = reserved.get(tenant.name) or ("Kubernetes' own" if tenant.name.startswith("kube-") else None)
+        if tenant.namespace and owner:
+            yield Problem(
+                ("tenants", i, "namespace"),
+                f"would declare namespace {tenant.name!r}, which is not the tenant's: {owner}; rename the tenant or set namespace: false "
+                f"(reserved: {listed})",
+                True,
+            )
+        if config.ldap.enabled and tenant.ldap_group is None and tenant.name in RESERVED_POSIX_NAMES:
+            yield Problem(
+                ("tenants", i, "name"),
+                f"is also its LDAP group (ldapGroup unset), and {tenant.name!r} is a system group of the Slurm images; set ldapGroup",
+                tenant.name,
+            )
         for k, level in _duplicates(list(tenant.priorities)):
             yield Problem(("tenants", i, "priorities", k), "is listed twice", level)
         if not {"prod", "test"} & set(tenant.priorities):

@@ -242,7 +242,12 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
         if not tenant.namespace:
             continue
         rendered += [
-            Rendered(f"{tenant.name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": LABELS}}),
+            # Holds the tenant's workloads and claims: removing the tenant must not delete them (README: Tenant namespaces).
+            Rendered(
+                f"{tenant.name}-namespace",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": LABELS}},
+                keep=True,
+            ),
             Rendered(
                 f"{tenant.name}-gpu-quota",
                 {
@@ -299,7 +304,8 @@ class Tenants(pulumi.ComponentResource):
                 "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))
-            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None))
+            keep = {"protect": True, "retain_on_delete": True} if rendered.keep else {}
+            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None, **keep))
             declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
         self.summary = pulumi.Output.from_input(summary(config))
         self.register_outputs({"tenants": self.summary})

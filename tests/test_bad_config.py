@@ -300,6 +300,16 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenant-cap-without-oppo", tenants(tenant(priorities=["prod"], borrowingCap=8)), "tenants[0].borrowingCap"),
     ("tenant-user-uppercase", tenants(tenant(users=["Alice"])), "tenants[0].users[0]"),
     ("tenant-namespace-is-cluster", tenants(tenant("fpt-hpc", namespace=True)), "tenants[0].namespace"),
+    ("tenant-namespace-kube-system", tenants(tenant("kube-system", namespace=True)), "tenants[0].namespace"),
+    ("tenant-namespace-default", tenants(tenant("default", namespace=True)), "tenants[0].namespace"),
+    ("tenant-namespace-is-an-operators", tenants(tenant("gpu-operator", namespace=True)), "tenants[0].namespace"),
+    ("tenant-is-slurm-root-account", tenants(tenant("root")), "tenants[0].name"),
+    ("tenant-user-is-slurm", tenants(tenant(users=["slurm"])), "tenants[0].users[0]"),
+    ("tenant-group-is-sudo", tenants(tenant(ldapGroup="sudo")), "tenants[0].ldapGroup"),
+    ("tenant-name-is-a-system-group", tenants(tenant("staff")), "tenants[0].name"),
+    # strings that land in scripts, slurm.conf or commands users paste
+    ("ssh-address-injection", {"slurm.login.sshAddress": "login;reboot"}, "slurm.login.sshAddress"),
+    ("nccl-schedule-two-lines", {"slurm.ncclBenchmark.schedule": "0 */3 * * *\n"}, "slurm.ncclBenchmark.schedule"),
 ]
 
 # Top-level keys nobody declared: only the stack's own key list reveals them.

@@ -222,7 +222,9 @@ def test_ack_config_map_and_munge_key_are_mounted_where_the_cr_says(ack_config):
         assert {"configMap": {"name": "ack-slurm-cluster-1-slurm-conf"}} in conf
         assert volumes[mounts["/var/munge"]]["secret"]["secretName"] == "ack-slurm-cluster-1-munge"
         assert volumes[mounts["/home"]] == {"name": "home", "persistentVolumeClaim": {"claimName": "slurm-home-pvc"}}
-        assert mounts["/etc/nslcd.conf"] == mounts["/etc/ldap/ldap.conf"] == "ldap-client"
+        # nslcd.conf holds the bind password: from its Secret; ldap.conf from the client ConfigMap.
+        assert volumes[mounts["/etc/nslcd.conf"]]["secret"]["secretName"] == "nslcd-config"
+        assert volumes[mounts["/etc/ldap/ldap.conf"]]["configMap"]["name"] == "ldap-client-config"
         # The DB password (slurmdbd.conf) reaches only where slurmdbd runs.
         has_dbd_conf = any("secret" in source for source in conf)
         assert has_dbd_conf == (container["name"] == "slurmdbd" or (container["name"] == "slurmctld" and "headGroupSpec" in spec))

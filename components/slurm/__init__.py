@@ -27,7 +27,7 @@ class Rendered:
     manifest: dict[str, Any]
     # Fields a controller owns on the live object (e.g. autoscaled replicas).
     ignore_changes: tuple[str, ...] = ()
-    # Data (volumes): protected and retained on delete, like the jail.
+    # Data (volumes, a tenant's namespace): protected and retained on delete, like the jail.
     keep: bool = False
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_value
-from ..ldap import CLIENT_CONFIGMAP
+from ..ldap import CLIENT_CONFIGMAP, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..operators import ChartRelease, chart_source
 from . import AccountingClient, KeySecret, Rendered
@@ -195,10 +195,14 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
         {"name": "munge-key", "mountPath": settings.munge_key_dir, "readOnly": True},
     ]
     if config.ldap.enabled:
-        # The guide's nslcd client: /etc/nslcd.conf and /etc/ldap/ldap.conf (libnss-ldapd in the image).
-        pod_volumes.append({"name": "ldap-client", "configMap": {"name": CLIENT_CONFIGMAP}})
+        # The guide's nslcd client: /etc/nslcd.conf (a Secret: it holds the bind password; nslcd wants
+        # it unreadable to others) and /etc/ldap/ldap.conf (libnss-ldapd in the image).
+        pod_volumes += [
+            {"name": "ldap-client", "configMap": {"name": CLIENT_CONFIGMAP}},
+            {"name": "nslcd-conf", "secret": {"secretName": NSLCD_SECRET, "defaultMode": 0o600}},
+        ]
         mounts += [
-            {"name": "ldap-client", "mountPath": "/etc/nslcd.conf", "subPath": "nslcd.conf", "readOnly": True},
+            {"name": "nslcd-conf", "mountPath": "/etc/nslcd.conf", "subPath": "nslcd.conf", "readOnly": True},
             {"name": "ldap-client", "mountPath": "/etc/ldap/ldap.conf", "subPath": "ldap.conf", "readOnly": True},
         ]
     if settings.home is not None:
