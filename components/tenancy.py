@@ -32,7 +32,7 @@ import pulumi
 from . import child_opts
 from .config import PlatformConfig, TenantConfig
 from .slurm import AccountingClient, Rendered, operator_module
-from .slurm.common import system_placement
+from .slurm.common import priority_class_policy, system_placement
 from .slurm_cluster import declare
 
 LEVELS = ("prod", "test", "oppo")
@@ -182,6 +182,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
     munge_mount = {"name": "munge-socket", "mountPath": "/run/munge"}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
+        # It talks to slurmdbd only, never to the API server.
+        "automountServiceAccountToken": False,
         **system_placement(config),
         "containers": [
             {
@@ -189,7 +191,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
                 "image": client.image,
                 "command": ["/bin/bash", f"{SCRIPT_DIR}/{SCRIPT}"],
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, key_mount],
+                # The key goes where munged runs (a sidecar where the image has no munged).
+                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, *([] if client.munge_image else [key_mount])],
             }
         ],
         "volumes": [
@@ -236,6 +239,14 @@ def priority_classes() -> list[dict[str, Any]]:
     ]
 
 
+def tenant_priority_policy(config: PlatformConfig) -> list[Rendered]:
+    """The tenant classes are cluster-wide: only tenant namespaces may name them."""
+    classes = [f"slurm-{level}" for level in LEVELS]
+    namespaces = [t.name for t in config.tenants if t.namespace]
+    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, namespaces, LABELS)
+    return [Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
+
+
 def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     rendered = []
     for tenant in config.tenants:
@@ -264,6 +275,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     client = operator_module(config).accounting_client(config)
     return [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
+        *tenant_priority_policy(config),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),
