@@ -150,7 +150,7 @@ class SlurmCluster(pulumi.ComponentResource):
 
     def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
         """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
-        # Custom resources reference the key Secrets and the priority class by name: create those first.
+        # Pods and custom resources name the key Secrets and the priority class: create those first.
         rendered = module.render(config)
         first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
         first += [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in rendered if r.manifest["kind"] == "PriorityClass"]
@@ -181,7 +181,7 @@ class SlurmCluster(pulumi.ComponentResource):
         name: str,
         config: PlatformConfig,
         rendered: Rendered,
-        key_secrets: list[pulumi.Resource],
+        first: list[pulumi.Resource],
         opts: Optional[pulumi.ResourceOptions],
     ) -> Optional[pulumi.Output[Optional[dict[str, Any]]]]:
         """Declare one rendered object; for one the provider awaits (`pulumi.com/waitFor`), its live status.
@@ -194,7 +194,7 @@ class SlurmCluster(pulumi.ComponentResource):
             extra["ignore_changes"] = list(rendered.ignore_changes)
         if rendered.keep:
             extra.update(protect=True, retain_on_delete=True)
-        depends_on = key_secrets if "." in rendered.manifest["apiVersion"].split("/")[0] and key_secrets else None
+        depends_on = first or None
         if not awaits:
             declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
             return None
