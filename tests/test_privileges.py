@@ -377,7 +377,7 @@ def test_slurm_pods_outrank_every_tenant_class_and_classes_stay_in_their_namespa
 
 
 def admitted_namespaces(policy: dict[str, Any]) -> dict[str, list[str]]:
-    """{class: namespaces} from a policy's expression (tests/test_kube_rules.py runs it in a real API server)."""
+    """{class: namespaces} from a policy's expression (tests/test_kube_operators.py runs it in a real API server)."""
     (validation,) = policy["spec"]["validations"]
     found = re.search(r"priorityClassName in (\[[^\]]*\])\) \|\| namespaceObject\.metadata\.name in (\[[^\]]*\])$", validation["expression"])
     assert found, validation["expression"]
