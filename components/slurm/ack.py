@@ -424,7 +424,7 @@ def copilot_script(config: PlatformConfig) -> str:
     lines = [
         "#!/bin/bash",
         "# slurm-platform: resumes and suspends CLOUD workers for slurmctld (components/slurm/ack.py).",
-        "set -uo pipefail",
+        "set -euo pipefail",
         f"install -d /etc/slurm {K8S_INFO_DIR} {PODINFO_DIR}",
         f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
         f'printf %s "$KUBERNETES_SERVICE_HOST" > {K8S_INFO_DIR}/k8s_svc_host',
@@ -434,6 +434,7 @@ def copilot_script(config: PlatformConfig) -> str:
         "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
         f"install -o munge -g munge -m 0400 {q(munge_conf_path(config))} /etc/munge/munge.key",
         "runuser -u munge -- munged",
+        "set +e  # from here on a failing sinfo or program is logged and retried, not fatal",
         copilot_step_function(),
         "while true; do",
         f"  step POWERING_UP {q(autoscaling.resume_program)}",
