@@ -87,10 +87,10 @@ def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -
     return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
 
 
-def secret_fields(config: PlatformConfig, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Everything but the object's identity (kind, name, namespace, labels) as a secret when the
-    `slurm` config key is: a value from it may sit in any field, annotations included."""
-    if "slurm" not in config.secret_keys:
+def secret_fields(config: PlatformConfig, manifest: dict[str, Any], keys: tuple[str, ...] = ("slurm",)) -> dict[str, Any]:
+    """Everything but the object's identity (kind, name, namespace, labels) as a secret when one of
+    the config `keys` it is built from is: a value from it may sit in any field, annotations included."""
+    if not config.secret_keys & set(keys):
         return manifest
     metadata = dict(manifest["metadata"])
     if "annotations" in metadata:

@@ -33,7 +33,7 @@ from . import child_opts
 from .config import PlatformConfig, TenantConfig
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import priority_class_policy, system_placement
-from .slurm_cluster import declare
+from .slurm_cluster import declare, secret_fields
 
 LEVELS = ("prod", "test", "oppo")
 GUARANTEED_LEVELS = ("prod", "test")
@@ -311,7 +311,9 @@ class Tenants(pulumi.ComponentResource):
                 "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))
-            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None))
+            # Built from the tenants and the cluster's Slurm config: secret when either key is.
+            fields = secret_fields(config, manifest, ("tenants", "slurm"))
+            resource = declare(f"{name}-{rendered.role}", fields, child_opts(self, opts, depends_on=[after] if after else None))
             declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
         self.summary = pulumi.Output.from_input(summary(config))
         self.register_outputs({"tenants": self.summary})

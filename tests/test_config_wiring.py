@@ -284,3 +284,10 @@ def test_secret_slurm_config_is_secret_in_every_object_built_from_it(operator):
     plain = plaintext_with(platform_run(raw), MARKER)
     assert plain, f"{operator}: the marker reaches no object, so this test would prove nothing"
     assert plaintext_with(platform_run(raw, frozenset({"slurm"})), MARKER) == [], operator
+
+
+def test_secret_tenants_config_is_secret_in_every_object_built_from_it():
+    raw = copy.deepcopy(stack_config("dev-lab"))
+    raw["tenants"][0]["users"] = [*raw["tenants"][0]["users"], MARKER]
+    assert plaintext_with(platform_run(raw), MARKER), "the marker reaches no object, so this test would prove nothing"
+    assert plaintext_with(platform_run(raw, frozenset({"tenants"})), MARKER) == []
