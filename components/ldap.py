@@ -244,6 +244,7 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": APP_LABELS},
                 "spec": {
+                    "automountServiceAccountToken": False,  # no API access needed
                     "securityContext": {"fsGroup": 1001},
                     "containers": [
                         {
@@ -288,6 +289,7 @@ def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any
             "template": {
                 "metadata": {"labels": ADMIN_LABELS},
                 "spec": {
+                    "automountServiceAccountToken": False,  # no API access needed
                     "containers": [
                         {
                             "name": "phpldapadmin",
@@ -300,7 +302,7 @@ def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any
                             "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10},
                             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                         }
-                    ]
+                    ],
                 },
             },
         },

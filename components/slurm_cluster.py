@@ -7,6 +7,7 @@ read back; the other operators' outputs are what is known before deployment.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import metadata
 from typing import Any, Optional
 
@@ -70,6 +71,9 @@ BUILTIN_KINDS = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
     ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
 }
 
@@ -81,6 +85,20 @@ def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -
     if builtin is not None:
         return builtin(name, **fields, opts=opts)
     return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
+
+
+def secret_fields(config: PlatformConfig, manifest: dict[str, Any], keys: tuple[str, ...] = ("slurm",)) -> dict[str, Any]:
+    """Everything but the object's identity (kind, name, namespace, labels) as a secret when one of
+    the config `keys` it is built from is: a value from it may sit in any field, annotations included."""
+    if not config.secret_keys & set(keys):
+        return manifest
+    metadata = dict(manifest["metadata"])
+    if "annotations" in metadata:
+        metadata["annotations"] = pulumi.Output.secret(metadata["annotations"])
+    return {
+        key: metadata if key == "metadata" else value if key in ("apiVersion", "kind") else pulumi.Output.secret(value)
+        for key, value in manifest.items()
+    }
 
 
 class SlurmCluster(pulumi.ComponentResource):
@@ -132,8 +150,13 @@ class SlurmCluster(pulumi.ComponentResource):
 
     def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
         """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
-        key_secrets = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
-        statuses = [status for rendered in module.render(config) if (status := self._declare(name, config, rendered, key_secrets, opts)) is not None]
+        # Pods and custom resources name the key Secrets and the priority class: create those first.
+        rendered = module.render(config)
+        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
+        first += [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in rendered if r.manifest["kind"] == "PriorityClass"]
+        statuses = [
+            status for r in rendered if r.manifest["kind"] != "PriorityClass" and (status := self._declare(name, config, r, first, opts)) is not None
+        ]
         # The awaited cluster CR (soperator 4.x's SlurmCluster) reports its phase as 1.14.10's does.
         status = statuses[0] if statuses else pulumi.Output.from_input(None)
         status.apply(lambda live: warn(not_ready_message(config, live)))
@@ -158,18 +181,21 @@ class SlurmCluster(pulumi.ComponentResource):
         name: str,
         config: PlatformConfig,
         rendered: Rendered,
-        key_secrets: list[pulumi.Resource],
+        first: list[pulumi.Resource],
         opts: Optional[pulumi.ResourceOptions],
     ) -> Optional[pulumi.Output[Optional[dict[str, Any]]]]:
-        """Declare one rendered object; for one the provider awaits (`pulumi.com/waitFor`), its live status."""
+        """Declare one rendered object; for one the provider awaits (`pulumi.com/waitFor`), its live status.
+
+        Built from `slurm` config: secret when that key is (secret_fields)."""
+        awaits = WAIT_FOR_ANNOTATION in (rendered.manifest["metadata"].get("annotations") or {})
+        rendered = replace(rendered, manifest=secret_fields(config, rendered.manifest))
         extra: dict[str, Any] = {}
         if rendered.ignore_changes:
             extra["ignore_changes"] = list(rendered.ignore_changes)
         if rendered.keep:
             extra.update(protect=True, retain_on_delete=True)
-        # Custom resources reference the key Secrets by name: create those first.
-        depends_on = key_secrets if "." in rendered.manifest["apiVersion"].split("/")[0] and key_secrets else None
-        if WAIT_FOR_ANNOTATION not in (rendered.manifest["metadata"].get("annotations") or {}):
+        depends_on = first or None
+        if not awaits:
             declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
             return None
         # The provider's default await timeout is shorter than a first install (slurm.readiness).
@@ -194,6 +220,7 @@ class SlurmCluster(pulumi.ComponentResource):
         if manifest is not None:
             # Its await needs ready login pods behind it (which exist once the cluster is
             # Available), then waits for the LoadBalancer's address.
+            manifest = secret_fields(config, manifest)
             service = k8s.core.v1.Service(
                 f"{name}-login-ssh",
                 metadata=manifest["metadata"],

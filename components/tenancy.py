@@ -32,8 +32,8 @@ import pulumi
 from . import child_opts
 from .config import PlatformConfig, TenantConfig
 from .slurm import AccountingClient, Rendered, operator_module
-from .slurm.common import system_placement
-from .slurm_cluster import declare
+from .slurm.common import priority_class_policy, system_placement
+from .slurm_cluster import declare, secret_fields
 
 LEVELS = ("prod", "test", "oppo")
 GUARANTEED_LEVELS = ("prod", "test")
@@ -182,6 +182,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
     munge_mount = {"name": "munge-socket", "mountPath": "/run/munge"}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
+        # It talks to slurmdbd only, never to the API server.
+        "automountServiceAccountToken": False,
         **system_placement(config),
         "containers": [
             {
@@ -189,7 +191,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
                 "image": client.image,
                 "command": ["/bin/bash", f"{SCRIPT_DIR}/{SCRIPT}"],
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, key_mount],
+                # The key goes where munged runs (a sidecar where the image has no munged).
+                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, *([] if client.munge_image else [key_mount])],
             }
         ],
         "volumes": [
@@ -236,6 +239,14 @@ def priority_classes() -> list[dict[str, Any]]:
     ]
 
 
+def tenant_priority_policy(config: PlatformConfig) -> list[Rendered]:
+    """The tenant classes are cluster-wide: only tenant namespaces may name them."""
+    classes = [f"slurm-{level}" for level in LEVELS]
+    namespaces = [t.name for t in config.tenants if t.namespace]
+    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, namespaces, LABELS)
+    return [Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
+
+
 def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     rendered = []
     for tenant in config.tenants:
@@ -269,6 +280,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     client = operator_module(config).accounting_client(config)
     return [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
+        *tenant_priority_policy(config),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),
@@ -305,7 +317,9 @@ class Tenants(pulumi.ComponentResource):
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))
             keep = {"protect": True, "retain_on_delete": True} if rendered.keep else {}
-            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None, **keep))
+            # Built from the tenants and the cluster's Slurm config: secret when either key is.
+            fields = secret_fields(config, manifest, ("tenants", "slurm"))
+            resource = declare(f"{name}-{rendered.role}", fields, child_opts(self, opts, depends_on=[after] if after else None, **keep))
             declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
         self.summary = pulumi.Output.from_input(summary(config))
         self.register_outputs({"tenants": self.summary})

@@ -5,6 +5,7 @@ secret config staying secret and namespaces declared once."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -239,3 +240,54 @@ def test_the_kubernetes_provider_follows_config():
     raw = stack_config("prod-hanoi")
     (provider,) = run_under_mocks(lambda: build_platform(parse_config(raw)), raw).of_type("pulumi:providers:kubernetes")
     assert provider.inputs["context"] == "fke-prod-hanoi" and "renderYamlToDirectory" not in provider.inputs
+
+
+# One stack per operator (and ACK API generation): a `--secret slurm` key keeps every object built from it secret.
+OPERATOR_STACKS = {
+    "soperator 1.14.10": ("dev", {}),
+    "soperator 4.1.7": ("dev-lab", {}),
+    "ack 2024-12": ("staging-hangzhou", {}),
+    "ack 2024-06": ("staging-hangzhou", {"apiGeneration": "2024-06"}),
+    "slinky": ("prod-hcm", {}),
+}
+MARKER = "zq8secretmarker"
+
+
+def marked_slurm_config(stack: str, ack_operator: dict[str, Any]) -> dict[str, Any]:
+    """The stack with MARKER in strings of its `slurm` key that reach the rendered objects."""
+    raw = copy.deepcopy(stack_config(stack))
+    if ack_operator:
+        raw["operators"] = _merge(raw.get("operators", {}), {"ackSlurmOperator": ack_operator})
+    slurm = raw.setdefault("slurm", {})
+    login = slurm.setdefault("login", {})
+    login["serviceAnnotations"] = {**login.get("serviceAnnotations", {}), "example.com/owner": MARKER}
+    if raw.get("slurmOperator", "soperator") != "soperator" or raw.get("operators", {}).get("soperator", {}).get("version") == "4.1.7":
+        partitions = slurm.get("partitions") or [{"name": "main", "default": True}]
+        slurm["partitions"] = [{**p, "config": f"{p.get('config', 'State=UP')} Comment={MARKER}"} for p in partitions]
+    return raw
+
+
+def plaintext_with(run, marker: str) -> list[str]:
+    """`resource.input` pairs whose value shows `marker` outside a Pulumi secret."""
+    return [
+        f"{r.name}.{key}"
+        for r in run.resources
+        for key, value in r.inputs.items()
+        if key not in r.secret_inputs and marker in json.dumps(value, default=str)
+    ]
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATOR_STACKS))
+def test_secret_slurm_config_is_secret_in_every_object_built_from_it(operator):
+    stack, ack_operator = OPERATOR_STACKS[operator]
+    raw = marked_slurm_config(stack, ack_operator)
+    plain = plaintext_with(platform_run(raw), MARKER)
+    assert plain, f"{operator}: the marker reaches no object, so this test would prove nothing"
+    assert plaintext_with(platform_run(raw, frozenset({"slurm"})), MARKER) == [], operator
+
+
+def test_secret_tenants_config_is_secret_in_every_object_built_from_it():
+    raw = copy.deepcopy(stack_config("dev-lab"))
+    raw["tenants"][0]["users"] = [*raw["tenants"][0]["users"], MARKER]
+    assert plaintext_with(platform_run(raw), MARKER), "the marker reaches no object, so this test would prove nothing"
+    assert plaintext_with(platform_run(raw, frozenset({"tenants"})), MARKER) == []

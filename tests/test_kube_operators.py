@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components import tenancy
 from components.config import parse_config
 from components.slurm import operator_module
+from components.slurm.common import system_priority_class_name
 from tests.contracts import ACK_SCHEMAS, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
-from tests.kube import ClusterError, LocalCluster, contains
+from tests.kube import ClusterError, LocalCluster, contains, wait_until
 
 # (stack, config overrides, CRD files the operator brings)
 OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any], list[Path]]] = {
@@ -132,3 +136,52 @@ def test_the_api_server_refuses_an_unknown_field_of_each_operator(cluster):
         assert result.returncode != 0 and 'unknown field "spec.workerCount"' in result.stderr, (operator, result.stderr)
         refused += 1
     assert refused == len(OPERATOR_STACKS)
+
+
+def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
+    """The ValidatingAdmissionPolicies (components/slurm/common.py priority_class_policy), run by a
+    real API server: Slurm's class only in the cluster's namespace, the tenant classes only in
+    tenant namespaces, pods naming no class anywhere."""
+    raw = copy.deepcopy(stack_config("dev-lab"))
+    raw["tenants"][1]["namespace"] = True
+    config = parse_config(raw)
+    tenant_namespace, slurm_namespace, system_class = raw["tenants"][1]["name"], config.cluster.namespace, system_priority_class_name(config)
+    kinds = ("PriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    manifests = [r.manifest for r in operator_module(config).render(config) + tenancy.render(config) if r.manifest["kind"] in kinds]
+    assert sorted({m["kind"] for m in manifests}) == sorted(kinds)
+    for namespace in (tenant_namespace, slurm_namespace, "elsewhere"):
+        if cluster.get("namespace", namespace) is None:
+            cluster.kubectl("create", "namespace", namespace)
+        wait_until(f"ServiceAccount {namespace}/default", partial(cluster.get, "serviceaccount", "default", namespace))
+    cluster.apply(manifests)
+    try:
+
+        def admitted(namespace: str, priority_class: str | None) -> subprocess.CompletedProcess:
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "probe", "namespace": namespace},
+                "spec": {"containers": [{"name": "probe", "image": "busybox"}], **({"priorityClassName": priority_class} if priority_class else {})},
+            }
+            return cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, stdin=json.dumps(pod))
+
+        # Policies take effect shortly after they are created: wait for the first refusal.
+        wait_until("the priority class policies", lambda: admitted("elsewhere", "slurm-test").returncode != 0, timeout=60)
+        cases = [
+            (tenant_namespace, "slurm-test", True),
+            (tenant_namespace, "slurm-prod", True),
+            (tenant_namespace, system_class, False),
+            (slurm_namespace, system_class, True),
+            (slurm_namespace, "slurm-prod", False),
+            ("elsewhere", "slurm-oppo", False),
+            ("elsewhere", system_class, False),
+            ("elsewhere", None, True),
+        ]
+        for namespace, priority_class, allowed in cases:
+            result = admitted(namespace, priority_class)
+            assert (result.returncode == 0) is allowed, (namespace, priority_class, result.stderr)
+            if not allowed:
+                assert "ValidatingAdmissionPolicy" in result.stderr and "for namespaces" in result.stderr, result.stderr
+    finally:
+        for manifest in manifests:
+            cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")

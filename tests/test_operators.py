@@ -242,8 +242,9 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:1 Feature=a10,cloud State=CLOUD" in lines
     assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
     for setting in (
-        "SuspendProgram=/slurm-suspend.sh",
-        "ResumeProgram=/slurm-resume.sh",
+        # slurmctld's programs do nothing: the copilot pod resumes and suspends (no token in the head).
+        "SuspendProgram=/bin/true",
+        "ResumeProgram=/bin/true",
         "SuspendTime=600",
         "ResumeRate=1",
         "CommunicationParameters=NoAddrCache",
@@ -276,8 +277,13 @@ def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):
         "resourceNames": ["ack-slurm-cluster-1"],
     }
     assert rendered["copilot-binding"].manifest["subjects"][0]["name"] == rendered["copilot-sa"].manifest["metadata"]["name"]
-    head = ack_templates(rendered["cluster"].manifest)[0]
-    assert head["spec"]["serviceAccountName"] == "ack-slurm-cluster-1-slurmctld-copilot"
+    # The copilot runs in its own pod under that account; the head (SSH) has no token at all.
+    copilot = rendered["copilot"].manifest["spec"]["template"]["spec"]
+    assert copilot["serviceAccountName"] == "ack-slurm-cluster-1-slurmctld-copilot" and copilot["automountServiceAccountToken"] is True
+    for template in ack_templates(rendered["cluster"].manifest):
+        assert "serviceAccountName" not in template["spec"] and template["spec"]["automountServiceAccountToken"] is False
+    script = rendered["copilot-script"].manifest["data"]["copilot.sh"]
+    assert "step POWERING_UP /slurm-resume.sh" in script and "step POWERING_DOWN /slurm-suspend.sh" in script
     assert rendered["cluster"].ignore_changes == (
         "spec.workerGroupSpecs[*].replicas",
         "spec.workerGroupSpecs[*].podsToBeCreated",

@@ -11,6 +11,14 @@ are bring-your-own; the operator prepends its init script, which copies
 slurmConfPath, the platform's munge Secret (key `munge.key`) in `mungeKeyDir`,
 the LDAP client files for nslcd, and the shared /home claim on NAS.
 
+With autoscaling, the resume/suspend programs run in a pod of their own (the
+copilot Deployment), the only pod with a Kubernetes token: its Role may patch
+this SlurmCluster. The head, where users SSH in, has no token at all, so no
+Slurm user can rewrite the worker templates (image, hostPath) through it.
+slurmctld's own SuspendProgram/ResumeProgram are `/bin/true`; the copilot
+polls `sinfo` for nodes slurmctld is powering up or down and runs the
+configured programs for each, once per transition.
+
 The operator's source is not public: where the guide leaves a name open
 (slurmctld host, Service name, volume names) the choice is ours, configurable,
 and listed in the README.
@@ -18,6 +26,8 @@ and listed in the README.
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_value
@@ -35,6 +45,8 @@ from .common import (
     ssh_endpoint,
     submount_volumes,
     system_placement,
+    system_priority,
+    system_priority_class_name,
     tenant_slurm_conf,
 )
 
@@ -53,6 +65,14 @@ SLURMDBD_PORT = 6819
 HOME = "/home"
 # What slurmctld-copilot rewrites on the live CR when it resumes or suspends workers.
 AUTOSCALED_FIELDS = tuple(f"spec.workerGroupSpecs[*].{field}" for field in ("replicas", "podsToBeCreated", "podsToBeDeleted"))
+# slurmctld's own power-saving programs: the copilot pod does the resuming and suspending.
+SLURMCTLD_POWER_PROGRAM = "/bin/true"
+COPILOT_SCRIPT = "copilot.sh"
+COPILOT_DIR = "/copilot"
+# Where the guide's slurm-resume.sh/slurm-suspend.sh read namespace, labels and the API address.
+PODINFO_DIR = "/etc/slurmd-podinfo"
+K8S_INFO_DIR = "/var/k8s-info"
+COPILOT_POLL_SECONDS = 10
 
 
 def ack(config: PlatformConfig) -> AckClusterConfig:
@@ -151,8 +171,8 @@ def slurm_conf(config: PlatformConfig) -> str:
     autoscaling = settings.autoscaling
     if autoscaling.enabled:
         lines += [
-            f"SuspendProgram={autoscaling.suspend_program}",
-            f"ResumeProgram={autoscaling.resume_program}",
+            f"SuspendProgram={SLURMCTLD_POWER_PROGRAM}",
+            f"ResumeProgram={SLURMCTLD_POWER_PROGRAM}",
             f"SuspendTimeout={autoscaling.suspend_timeout}",
             f"ResumeTimeout={autoscaling.resume_timeout}",
             f"SuspendTime={autoscaling.suspend_time}",
@@ -220,10 +240,12 @@ def pod_template(
     placement: dict[str, Any],
     labels: dict[str, str],
     with_slurmdbd_conf: bool = False,
-    service_account: str = "",
 ) -> dict[str, Any]:
+    """A pod the operator runs: no Kubernetes token (none of them talks to the API server)."""
     pod_volumes, mounts = volumes(config, with_slurmdbd_conf)
     spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "priorityClassName": system_priority_class_name(config),
         "containers": [
             {
                 "name": container,
@@ -236,8 +258,6 @@ def pod_template(
         "volumes": pod_volumes,
         **placement,
     }
-    if service_account:
-        spec["serviceAccountName"] = service_account
     return {"metadata": {"labels": {CLUSTER_LABEL: config.cluster.name, **labels}}, "spec": spec}
 
 
@@ -252,7 +272,6 @@ def head_template(config: PlatformConfig) -> dict[str, Any]:
         system_placement(config),
         {NODE_TYPE_LABEL: "head"},
         with_slurmdbd_conf=not new_api(config),
-        service_account=names(config)["copilot"] if ack(config).autoscaling.enabled else "",
     )
 
 
@@ -366,8 +385,6 @@ def home_volumes(config: PlatformConfig) -> list[Rendered]:
 
 def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
     """What slurmctld-copilot needs to patch this SlurmCluster (the guide's rbac.yaml)."""
-    if not ack(config).autoscaling.enabled:
-        return []
     rule = {
         "apiGroups": ["kai.alibabacloud.com"],
         "resources": ["slurmclusters"],
@@ -376,6 +393,125 @@ def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
     }
     labels = {CLUSTER_LABEL: config.cluster.name}
     return service_account_rbac("copilot", names(config)["copilot"], config.cluster.namespace, labels, [rule])
+
+
+def copilot_step_function() -> str:
+    """`step STATE PROGRAM`: run PROGRAM once for each node newly in STATE, and forget nodes
+    that left it. The copilot's resume adds a replica on every call, so a node that stays
+    POWERING_UP must not be resumed twice; when sinfo fails nothing is forgotten."""
+    return "\n".join(
+        [
+            "declare -A handled=()",
+            "step() {",
+            "  local state=$1 program=$2 listed node key",
+            "  local -A now=()",
+            '  listed=$(sinfo -h -N -t "$state" -o %N) || { echo "sinfo failed; retrying" >&2; return 0; }',
+            '  for node in $(sort -u <<<"$listed"); do',
+            "    now[$node]=1",
+            '    [ -n "${handled[$state/$node]:-}" ] && continue',
+            '    echo "$state $node: $program"',
+            '    "$program" "$node" && handled[$state/$node]=1',
+            "  done",
+            '  for key in "${!handled[@]}"; do',
+            '    if [ "${key%%/*}" = "$state" ] && [ -z "${now[${key#*/}]:-}" ]; then unset "handled[$key]"; fi',
+            "  done",
+            "}",
+        ]
+    )
+
+
+def copilot_script(config: PlatformConfig) -> str:
+    """A Slurm client (munged + sinfo) that runs the configured resume/suspend programs for the
+    nodes slurmctld powers up or down, with the files the guide's programs read."""
+    settings, q = ack(config), shlex.quote
+    autoscaling = settings.autoscaling
+    lines = [
+        "#!/bin/bash",
+        "# slurm-platform: resumes and suspends CLOUD workers for slurmctld (components/slurm/ack.py).",
+        "set -euo pipefail",
+        f"install -d /etc/slurm {K8S_INFO_DIR} {PODINFO_DIR}",
+        f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
+        f'printf %s "$KUBERNETES_SERVICE_HOST" > {K8S_INFO_DIR}/k8s_svc_host',
+        f'printf %s "$KUBERNETES_SERVICE_PORT" > {K8S_INFO_DIR}/k8s_svc_port',
+        f"printf %s {q(config.cluster.namespace)} > {PODINFO_DIR}/namespace",
+        f"printf '%s\\n' {q(f'{CLUSTER_LABEL}={json.dumps(config.cluster.name)}')} > {PODINFO_DIR}/labels",
+        "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
+        f"install -o munge -g munge -m 0400 {q(munge_conf_path(config))} /etc/munge/munge.key",
+        "runuser -u munge -- munged",
+        "set +e  # from here on a failing sinfo or program is logged and retried, not fatal",
+        copilot_step_function(),
+        "while true; do",
+        f"  step POWERING_UP {q(autoscaling.resume_program)}",
+        f"  step POWERING_DOWN {q(autoscaling.suspend_program)}",
+        f"  sleep {COPILOT_POLL_SECONDS}",
+        "done",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def copilot_config_map(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names(config)["copilot"], "namespace": config.cluster.namespace, "labels": {CLUSTER_LABEL: config.cluster.name}},
+        "data": {COPILOT_SCRIPT: copilot_script(config)},
+    }
+
+
+def copilot_deployment(config: PlatformConfig) -> dict[str, Any]:
+    """The only pod with a token (the copilot's, which may patch this SlurmCluster): no sshd,
+    no Service, nothing users reach. One replica, replaced not rolled, so no two resume a node."""
+    name = names(config)["copilot"]
+    labels = {"app.kubernetes.io/name": "slurmctld-copilot", "app.kubernetes.io/instance": config.cluster.name}
+    pod_volumes, mounts = volumes(config, with_slurmdbd_conf=False)
+    needed = ("slurm-conf", "munge-key")
+    pod_volumes = [v for v in pod_volumes if v["name"] in needed] + [
+        {"name": "script", "configMap": {"name": name}},
+        {"name": "k8s-info", "emptyDir": {}},
+        {"name": "podinfo", "emptyDir": {}},
+    ]
+    mounts = [m for m in mounts if m["name"] in needed] + [
+        {"name": "script", "mountPath": COPILOT_DIR, "readOnly": True},
+        {"name": "k8s-info", "mountPath": K8S_INFO_DIR},
+        {"name": "podinfo", "mountPath": PODINFO_DIR},
+    ]
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": name,
+        "automountServiceAccountToken": True,
+        "priorityClassName": system_priority_class_name(config),
+        "containers": [
+            {
+                "name": "copilot",
+                "image": ack(config).image,
+                "command": ["/bin/bash", f"{COPILOT_DIR}/{COPILOT_SCRIPT}"],
+                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": pod_volumes,
+        **system_placement(config),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": config.cluster.namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def copilot(config: PlatformConfig) -> list[Rendered]:
+    if not ack(config).autoscaling.enabled:
+        return []
+    return [
+        *copilot_rbac(config),
+        Rendered("copilot-script", copilot_config_map(config)),
+        Rendered("copilot", copilot_deployment(config)),
+    ]
 
 
 # --- the module interface -------------------------------------------------------
@@ -399,9 +535,10 @@ def render(config: PlatformConfig) -> list[Rendered]:
     autoscaled = AUTOSCALED_FIELDS if ack(config).autoscaling.enabled else ()
     return [
         *home_volumes(config),
+        *system_priority(config),
         Rendered("slurm-conf", slurm_conf_config_map(config)),
-        *copilot_rbac(config),
         Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled),
+        *copilot(config),
         Rendered("login-ssh", login_service(config)),
     ]
 

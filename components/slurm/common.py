@@ -3,12 +3,16 @@ pod placement on a pool, and where users SSH to."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..config import NodePoolConfig, PlatformConfig, PodResources
 from . import Rendered
 
 SSHD_PORT = 22
+# Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
+# stay below Kubernetes' system-cluster-critical (2000000000): no tenant pod can preempt a worker.
+SYSTEM_PRIORITY = 1000000
 
 
 def resources(pod: PodResources) -> dict[str, Any]:
@@ -69,6 +73,63 @@ def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
         "AccountingStorageEnforce=associations,limits,qos,safe",
         "AccountingStorageTRES=gres/gpu",
     ]
+
+
+def system_priority_class_name(config: PlatformConfig) -> str:
+    """Per cluster: a class shared by two stacks would go with the first one torn down."""
+    return f"{config.cluster.name}-slurm-system"
+
+
+def priority_class_policy(name: str, classes: list[str], namespaces: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: a pod naming one of `classes` is admitted only
+    in `namespaces`, whoever creates it (a PriorityClass itself is usable from any namespace)."""
+    expression = (
+        f"!has(object.spec.priorityClassName) || !(object.spec.priorityClassName in {json.dumps(classes)})"
+        f" || namespaceObject.metadata.name in {json.dumps(namespaces)}"
+    )
+    metadata = {"name": name, "labels": labels}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata,
+        "spec": {
+            "failurePolicy": "Fail",
+            # priorityClassName cannot change after creation.
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [
+                {
+                    "expression": expression,
+                    "message": f"priority classes {', '.join(classes)} are for namespaces {', '.join(namespaces) or '(none)'} only",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata,
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def system_priority(config: PlatformConfig) -> list[Rendered]:
+    """The class every Slurm pod of this cluster runs at (each operator's own field for it),
+    usable in the cluster's namespace only."""
+    name = system_priority_class_name(config)
+    labels = {"app.kubernetes.io/managed-by": "slurm-platform"}
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": labels},
+        "value": SYSTEM_PRIORITY,
+        # Never preempted by tenant pods, and never evicts them either: a Slurm pod that finds
+        # its node taken waits, as before, instead of killing a tenant's workload.
+        "preemptionPolicy": "Never",
+        "description": f"Slurm cluster {config.cluster.name}: above every tenant class (slurm-platform).",
+    }
+    policy, binding = priority_class_policy(name, [name], [config.cluster.namespace], labels)
+    return [Rendered("priority-class", priority_class), Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
 
 
 def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> str:

@@ -27,6 +27,8 @@ from .common import (
     ssh_endpoint,
     submount_volumes,
     system_placement,
+    system_priority,
+    system_priority_class_name,
     tenant_slurm_conf,
 )
 
@@ -79,6 +81,12 @@ def nodeset_name(pool: NodePoolConfig) -> str:
     return pool.name
 
 
+def pod_spec(config: PlatformConfig, placement: dict[str, Any]) -> dict[str, Any]:
+    """A template's PodSpec: above every tenant class, and no Kubernetes token (the operator talks
+    to the API server; slurmctld, slurmd, login, slurmdbd and slurmrestd never do)."""
+    return {**placement, "priorityClassName": system_priority_class_name(config), "automountServiceAccountToken": False}
+
+
 def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
     for partition in config.partitions:
@@ -113,7 +121,7 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
         "extraConf": "\n".join(["GresTypes=gpu", *tenant_slurm_conf(config), *partition_lines(config)]),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
-        "template": {"spec": system_placement(config)},
+        "template": {"spec": pod_spec(config, system_placement(config))},
         "persistence": persistence,
     }
     if config.slurm.accounting.enabled:
@@ -143,7 +151,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
             "extraConf": f"Gres=gpu:{pool.gpus_per_node}",
             "partition": {"enabled": False},
             "slurmd": slurmd,
-            "template": {"spec": pod},
+            "template": {"spec": pod_spec(config, pod)},
         },
     }
 
@@ -169,7 +177,7 @@ def loginset(config: PlatformConfig) -> dict[str, Any]:
         # LDAP users through SSSD, with our read-only sssd.conf (ldap.py).
         "sssdConfRef": {"name": SSSD_SECRET, "key": "sssd.conf"},
         "login": container,
-        "template": {"spec": pod},
+        "template": {"spec": pod_spec(config, pod)},
         "service": service,
     }
     if login.ssh_root_public_keys:
@@ -206,7 +214,7 @@ def accounting(config: PlatformConfig) -> dict[str, Any]:
         "spec": {
             **key_refs(config),
             "slurmdbd": {"image": image(config, "slurmdbd"), "resources": container_resources(config.slurm.accounting.slurmdbd)},
-            "template": {"spec": system_placement(config)},
+            "template": {"spec": pod_spec(config, system_placement(config))},
             "storageConfig": storage_config(config),
         },
     }
@@ -240,7 +248,7 @@ def restapi(config: PlatformConfig) -> dict[str, Any]:
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": config.slurm.slinky.rest_api_replicas,
             "slurmrestd": {"image": image(config, "slurmrestd"), "resources": container_resources(config.slurm.slinky.rest_api_resources)},
-            "template": {"spec": system_placement(config)},
+            "template": {"spec": pod_spec(config, system_placement(config))},
         },
     }
 
@@ -267,7 +275,7 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    rendered = [Rendered("slurm-config", config_files(config)), Rendered("controller", controller(config))]
+    rendered = [*system_priority(config), Rendered("slurm-config", config_files(config)), Rendered("controller", controller(config))]
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset(config, pool)) for pool in config.gpu_pools]
     rendered.append(Rendered("loginset", loginset(config)))
     if config.slurm.accounting.enabled:

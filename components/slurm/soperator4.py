@@ -21,7 +21,16 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import ChartRelease
 from ..storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, Rendered, soperator1
-from .common import SSHD_PORT, gpu_resources, pool_tolerations, resources, service_account_rbac, tenant_slurm_conf
+from .common import (
+    SSHD_PORT,
+    gpu_resources,
+    pool_tolerations,
+    resources,
+    service_account_rbac,
+    system_priority,
+    system_priority_class_name,
+    tenant_slurm_conf,
+)
 
 OPERATOR = "soperator 4.1.7"
 VERSION = "4.1.7"
@@ -105,6 +114,7 @@ def controller_node(config: PlatformConfig) -> dict[str, Any]:
     del node["size"]  # 4.x runs a single slurmctld
     node["slurmctld"]["image"] = image(config, "slurmctld")
     node["munge"] = munge(config, config.slurm.controller.munge)
+    node["priorityClass"] = system_priority_class_name(config)
     return node
 
 
@@ -114,6 +124,7 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
     node.update(
         sshd={"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
         munge=munge(config, login.munge),
+        priorityClass=system_priority_class_name(config),
         **sssd(config),
     )
     return node
@@ -124,6 +135,7 @@ def accounting_node(config: PlatformConfig) -> dict[str, Any]:
     if config.slurm.accounting.enabled:
         node["slurmdbd"]["image"] = image(config, "slurmdbd")
         node["munge"] = munge(config, config.slurm.accounting.munge)
+    node["priorityClass"] = system_priority_class_name(config)
     return node
 
 
@@ -137,11 +149,17 @@ def exporter_node(config: PlatformConfig) -> dict[str, Any]:
     del node["munge"]
     node["exporterContainer"] = {**node.pop("exporter"), "image": image(config, "exporter")}
     node["serviceAccountName"] = exporter_account(config)
+    node["priorityClass"] = system_priority_class_name(config)
     return node
 
 
 def rest_node(config: PlatformConfig) -> dict[str, Any]:
-    return {"enabled": False, "k8sNodeFilterName": NO_GPU_FILTER, "rest": {"image": image(config, "slurmrestd")}}
+    return {
+        "enabled": False,
+        "k8sNodeFilterName": NO_GPU_FILTER,
+        "rest": {"image": image(config, "slurmrestd")},
+        "priorityClass": system_priority_class_name(config),
+    }
 
 
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
@@ -167,11 +185,12 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
                 "image": populate_jail_image(config),
                 "k8sNodeFilterName": GPU_FILTER,
                 "overwrite": config.slurm.populate_jail.overwrite,
+                "priorityClass": system_priority_class_name(config),
             },
             "secrets": {"sshdKeysName": f"{config.cluster.name}-sshd-keys"},
             "sConfigController": {
                 "serviceAccountName": sconfigcontroller_account(config),
-                "node": {"size": 1, "k8sNodeFilterName": NO_GPU_FILTER},
+                "node": {"size": 1, "k8sNodeFilterName": NO_GPU_FILTER, "priorityClass": system_priority_class_name(config)},
                 "container": {
                     "image": image(config, "sconfigcontroller"),
                     "resources": {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "500Mi"},
@@ -194,6 +213,7 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
     spec: dict[str, Any] = {
         "replicas": pool.worker_replicas,
         "maxUnavailable": "20%",
+        "priorityClass": system_priority_class_name(config),
         "nodeSelector": dict(pool.selector),
         "gpu": {"enabled": True},
         "slurmd": {
@@ -249,10 +269,25 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
     }
 
 
+def rest_jwt_key_secret(config: PlatformConfig) -> str:
+    """The Secret soperator keeps the slurmrestd JWT signing key in (its naming.BuildSecretSlurmRESTSecretName)."""
+    return f"{config.cluster.name}-rest-jwt-key"
+
+
+def jwt_key_rule(config: PlatformConfig) -> dict[str, Any]:
+    """The one Secret the exporter and sconfigcontroller read (to sign their slurmrestd tokens).
+
+    The chart grants every Secret of the namespace, which holds the munge key, ldap-secret (the
+    LDAP admin password), ldap-seed and sssd-config: named here, none of those is in reach."""
+    return {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"], "resourceNames": [rest_jwt_key_secret(config)]}
+
+
 def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
-    """The helm-slurm-cluster chart's ServiceAccount, Role and RoleBinding for sconfigcontroller."""
+    """The helm-slurm-cluster chart's ServiceAccount, Role and RoleBinding for sconfigcontroller,
+    with Secrets narrowed to the JWT key (jwt_key_rule)."""
     rules = [
-        {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+        jwt_key_rule(config),
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["slurm.nebius.ai"], "resources": ["jailedconfigs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
@@ -264,10 +299,10 @@ def sconfigcontroller_rbac(config: PlatformConfig) -> list[Rendered]:
 
 
 def exporter_rbac(config: PlatformConfig) -> list[Rendered]:
-    """The chart's exporter ServiceAccount: it reads Secrets (the cluster's Slurm credentials)."""
+    """The chart's exporter ServiceAccount: it reads the JWT key Secret, by name (a plain Get)."""
     if not config.slurm.exporter.enabled:
         return []
-    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    rules = [jwt_key_rule(config)]
     labels = {"app.kubernetes.io/component": "slurm-exporter"}
     return service_account_rbac("exporter", exporter_account(config), config.cluster.namespace, labels, rules)
 
@@ -292,7 +327,7 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    rendered = [Rendered("cluster", slurm_cluster_manifest(config))]
+    rendered = [*system_priority(config), Rendered("cluster", slurm_cluster_manifest(config))]
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
     rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
     service = soperator1.restricted_login_service(config)
