@@ -788,7 +788,8 @@ class HomeNasConfig(Model):
 
 
 class AckAutoscalingConfig(Model):
-    """Slurm power saving with CLOUD nodes: slurmctld-copilot resumes/suspends workers by patching the CR."""
+    """Slurm power saving with CLOUD nodes. The copilot runs in its own pod (the only ACK pod with a token, never
+    the head users log into): it watches sinfo for powering nodes and runs these programs, which patch the CR."""
 
     enabled: bool = False
     max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
@@ -797,8 +798,10 @@ class AckAutoscalingConfig(Model):
     resume_timeout: int = Field(600, ge=1)
     resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
     suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
-    suspend_program: SafePath = Field("/slurm-suspend.sh", description="As the guide's image ships it.")
-    resume_program: SafePath = "/slurm-resume.sh"
+    suspend_program: SafePath = Field(
+        "/slurm-suspend.sh", description="Run by the copilot pod once per node powering down, as the guide's image ships it."
+    )
+    resume_program: SafePath = Field("/slurm-resume.sh", description="Run by the copilot pod once per node powering up.")
 
 
 class AckClusterConfig(Model):
