@@ -570,6 +570,9 @@ def test_worker_fit_without_pools_is_silent(cluster):
 # restricted-load-balancers
 
 
+FIREWALLED = {"nodePortsFirewalled": True}
+
+
 def lb_service(spec=None, annotations=None, name="ssh"):
     return resource(
         SERVICE,
@@ -584,7 +587,7 @@ def test_load_balancers_accept_our_restricted_login_service(hanoi, cluster):
     service = restricted_login_service(hanoi)
     assert service is not None
     assert service["spec"]["type"] == "LoadBalancer" and nodes(cluster)["login"]["sshdServiceType"] == "NodePort"
-    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, service)) == []
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, service), config=FIREWALLED) == []
 
 
 def test_load_balancers_reject_an_open_service():
@@ -603,17 +606,18 @@ def test_load_balancers_reject_an_open_source_range():
 
 
 @pytest.mark.parametrize(
-    "annotations",
+    "cloud,annotations",
     [
-        {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"},
-        {"networking.gke.io/load-balancer-type": "Internal"},
-        {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"},
-        {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"},
-        {"service.beta.kubernetes.io/load-balancer-source-ranges": "203.0.113.0/24"},
+        ("alibaba", {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"}),
+        ("fpt", {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"}),
+        ("gcp", {"networking.gke.io/load-balancer-type": "Internal"}),
+        ("azure", {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}),
+        ("aws", {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}),
+        ("fpt", {"service.beta.kubernetes.io/load-balancer-source-ranges": "203.0.113.0/24"}),
     ],
 )
-def test_load_balancers_accept_private_annotations(annotations):
-    assert check("restricted-load-balancers", lb_service(annotations=annotations)) == []
+def test_load_balancers_accept_private_annotations(cloud, annotations):
+    assert check("restricted-load-balancers", lb_service(annotations=annotations), config={**FIREWALLED, "cloud": cloud}) == []
 
 
 @pytest.mark.parametrize(
@@ -634,8 +638,21 @@ def test_load_balancers_judge_ranges_by_what_they_cover(ranges, family):
 
 
 def test_load_balancers_accept_narrow_ranges_however_spelled():
-    narrow = ["0.0.0.0/1", "203.0.113.0/24", "2001:db8::/33"]
-    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": narrow})) == []
+    narrow = ["11.0.0.0/8", "203.0.113.0/24", "2001:db8::/33", "2400:cb00::/32"]
+    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": narrow}), config=FIREWALLED) == []
+
+
+@pytest.mark.parametrize(
+    "ranges,limit",
+    [(["0.0.0.0/1"], "a /8 (IPv4)"), (["2000::/3"], "a /32 (IPv6)"), (["11.0.0.0/8", "12.0.0.0/8"], "a /8 (IPv4)")],
+)
+def test_load_balancers_reject_broad_ranges_unless_allowed(ranges, limit):
+    one(
+        check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ranges}), config=FIREWALLED),
+        f"loadBalancerSourceRanges {ranges} together reach more public addresses than {limit}, nearly the whole internet",
+    )
+    allowed = {**FIREWALLED, "allowBroadSourceRanges": True}
+    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ranges}), config=allowed) == []
 
 
 def test_load_balancers_an_internet_address_type_is_public():
@@ -643,6 +660,7 @@ def test_load_balancers_an_internet_address_type_is_public():
         check(
             "restricted-load-balancers",
             lb_service(annotations={"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}),
+            config={"cloud": "alibaba"},
         ),
         "no private-LB annotation",
     )
@@ -650,18 +668,48 @@ def test_load_balancers_an_internet_address_type_is_public():
 
 def test_load_balancers_reject_a_wrong_annotation_value():
     one(
-        check("restricted-load-balancers", lb_service(annotations={"service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"})),
+        check(
+            "restricted-load-balancers",
+            lb_service(annotations={"service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"}),
+            config={"cloud": "aws"},
+        ),
         "no private-LB annotation",
     )
 
 
-def test_load_balancers_private_annotations_are_configurable():
-    config = {"privateLoadBalancerAnnotations": {"lb.example.com/internal": "yes"}}
-    assert check("restricted-load-balancers", lb_service(annotations={"lb.example.com/internal": "yes"}), config=config) == []
+def test_load_balancers_count_only_the_clouds_own_private_annotation():
+    openstack = {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"}
+    assert check("restricted-load-balancers", lb_service(annotations=openstack), config=FIREWALLED) == []
+    # The finding: OpenStack's key says public, an AWS key says private, on an FPT stack.
+    conflicting = {
+        "service.beta.kubernetes.io/openstack-internal-load-balancer": "false",
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    }
+    found = check("restricted-load-balancers", lb_service(annotations=conflicting), config=FIREWALLED)
+    assert len(found) == 2, found
+    assert "has load-balancer annotations that contradict: service.beta.kubernetes.io/aws-load-balancer-internal is an annotation of aws" in found[0]
+    assert "Service fpt-hpc/ssh is a LoadBalancer reachable from the internet" in found[1]
+    found = check("restricted-load-balancers", lb_service(annotations=openstack), config={"cloud": "alibaba", "nodePortsFirewalled": True})
+    assert len(found) == 2 and "is an annotation of fpt; this stack's cloud is alibaba" in found[0], found
+    assert "no private-LB annotation" in found[1]
+
+
+def test_load_balancers_node_ports_are_closed_or_firewalled(hanoi, cluster):
+    restricted = restricted_login_service(hanoi)
+    assert restricted is not None
+    found = check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, restricted))
+    assert len(found) == 2, found
+    assert "Service fpt-hpc/fpt-hpc-login-ssh is a LoadBalancer with node ports, open on every node" in found[0]
+    assert "SlurmCluster fpt-hpc/fpt-hpc keeps its login Service fpt-hpc-login-svc on NodePort 30022 beside the restricted" in found[1]
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, restricted), config=FIREWALLED) == []
+    eni = {"service.beta.kubernetes.io/backend-type": "eni"}
+    ranges = {"loadBalancerSourceRanges": ["203.0.113.0/24"]}
     one(
-        check("restricted-load-balancers", lb_service(annotations={"networking.gke.io/load-balancer-type": "Internal"}), config=config),
-        'lb.example.com/internal: "yes"',
+        check("restricted-load-balancers", lb_service(ranges, annotations=eni), config={"cloud": "alibaba"}),
+        "Fix: set spec.allocateLoadBalancerNodePorts: false",
     )
+    closed = lb_service({**ranges, "allocateLoadBalancerNodePorts": False}, annotations=eni)
+    assert check("restricted-load-balancers", closed, config={"cloud": "alibaba"}) == []
 
 
 def test_load_balancers_ignore_cluster_ip_services():
@@ -682,17 +730,22 @@ def test_load_balancers_accept_a_private_slurm_login():
     hangzhou = slurm_cluster_manifest(parse_config(stack_config("prod-hangzhou")))
     login = nodes(hangzhou)["login"]
     assert login["sshdServiceType"] == "LoadBalancer" and login["sshdServiceAnnotations"]
-    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou)) == []
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou), config={**FIREWALLED, "cloud": "alibaba"}) == []
+    one(
+        check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou), config={"cloud": "alibaba"}),
+        "SlurmCluster slurm/ack-hpc's login Service ack-hpc-login-svc is a LoadBalancer with node ports",
+    )
 
 
 def test_load_balancers_companion_service_passes_only_when_configured(cluster):
     nodes(cluster)["login"]["sshdServiceType"] = "LoadBalancer"
     companion = lb_service({"loadBalancerSourceRanges": ["203.0.113.0/24"]})
     resources = [resource(SLURM_CLUSTER, cluster), companion]
-    one(check("restricted-load-balancers", *resources), "has sshdServiceType LoadBalancer")
-    assert check("restricted-load-balancers", *resources, config={"acceptCompanionService": True}) == []
+    one(check("restricted-load-balancers", *resources, config=FIREWALLED), "has sshdServiceType LoadBalancer")
+    accept = {**FIREWALLED, "acceptCompanionService": True}
+    assert check("restricted-load-balancers", *resources, config=accept) == []
     open_companion = lb_service({"loadBalancerSourceRanges": ["0.0.0.0/0"]})
-    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion, config={"acceptCompanionService": True})) == 2
+    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion, config=accept)) == 2
 
 
 # ---------------------------------------------------------------------------

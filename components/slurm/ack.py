@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_value
+from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..operators import ChartRelease, chart_source
@@ -29,6 +29,7 @@ from .common import (
     SSHD_PORT,
     container_resources,
     gpu_resources,
+    node_port_fields,
     pool_tolerations,
     service_account_rbac,
     ssh_command_for,
@@ -47,7 +48,6 @@ CRD_RELEASES = (OPERATOR_RELEASE,)
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
 NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
-PRIVATE_CLB = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"}
 NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
 SLURMDBD_PORT = 6819
 HOME = "/home"
@@ -302,6 +302,7 @@ def login_service(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "type": "LoadBalancer",
         "externalTrafficPolicy": "Local",
+        **node_port_fields(config),
         "selector": labels,
         "ports": [{"name": "ssh", "port": SSHD_PORT, "targetPort": SSHD_PORT, "protocol": "TCP"}],
     }
@@ -316,7 +317,7 @@ def login_service(config: PlatformConfig) -> dict[str, Any]:
             "name": names(config)["login"],
             "namespace": config.cluster.namespace,
             "labels": labels,
-            "annotations": {**PRIVATE_CLB, **login.service_annotations},
+            "annotations": login_lb_annotations(config),
         },
         "spec": spec,
     }

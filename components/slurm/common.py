@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import NodePoolConfig, PlatformConfig, PodResources
+from policies import kube_rules
+
+from ..config import NodePoolConfig, PlatformConfig, PodResources, login_lb_annotations
 from . import Rendered
 
 SSHD_PORT = 22
@@ -109,12 +111,19 @@ def service_account_rbac(role_prefix: str, name: str, namespace: str, labels: di
     ]
 
 
+def node_port_fields(config: PlatformConfig) -> dict[str, Any]:
+    """`allocateLoadBalancerNodePorts: false` when the cloud's load balancer reaches the login pods directly
+    (node ports would only open SSH on every node, outside the source ranges); else nothing."""
+    annotations = login_lb_annotations(config) or {}
+    return {"allocateLoadBalancerNodePorts": False} if kube_rules.pod_backends(annotations, config.cloud) else {}
+
+
 def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
     """A Service spec (no selector) for SSH: LoadBalancer restricted to allowedSourceRanges, or NodePort."""
     login = config.slurm.login
     if login.service_type == "NodePort" and not login.allowed_source_ranges:
         return {"type": "NodePort"}
-    spec: dict[str, Any] = {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}
+    spec: dict[str, Any] = {"type": "LoadBalancer", "externalTrafficPolicy": "Local", **node_port_fields(config)}
     if login.allowed_source_ranges:
         spec["loadBalancerSourceRanges"] = list(login.allowed_source_ranges)
     if login.load_balancer_ip:
