@@ -992,6 +992,27 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
+    if ldap.enabled and ldap.tls.enabled and config.render_only:
+        yield Problem(
+            ("ldap", "tls", "enabled"),
+            "needs a cluster: the clients' CA is read from the TLS Secret, and kubernetes.renderYamlToDirectory has none",
+            True,
+        )
+    if ldap.enabled and config.environment == "prod" and not ldap.tls.enabled:
+        # sssd and nslcd send the read-only bind password on every connection.
+        yield Problem(
+            ("ldap", "tls", "enabled"),
+            "must be true in production: the clients' bind password would cross the pod network in clear; "
+            "set ldap.tls.enabled: true and ldap.tls.secretName (a kubernetes.io/tls Secret with ca.crt)",
+            False,
+        )
+        if ldap.php_ldap_admin:
+            yield Problem(
+                ("ldap", "phpLdapAdmin"),
+                "serves the directory's admin login over plain HTTP without ldap.tls; in production enable ldap.tls "
+                "(phpLDAPadmin then serves HTTPS and speaks StartTLS) or turn it off",
+                True,
+            )
     accounting = config.slurm.accounting
     if accounting.enabled and accounting.database == "external" and accounting.external is None:
         yield Problem(("slurm", "accounting", "external"), "required when database is 'external' (host, passwordSecretName)")

@@ -167,6 +167,18 @@ INVALID = [
     ),
     ({"slurm": {"accounting": {"database": "external"}}}, "slurm-platform:slurm.accounting.external: required when database is 'external'"),
     ({"ldap": {"tls": {"enabled": True}}}, "slurm-platform:ldap.tls.secretName: required when tls.enabled is true"),
+    (
+        {"environment": "prod"},
+        "slurm-platform:ldap.tls.enabled: must be true in production: the clients' bind password would cross the pod network in clear",
+    ),
+    (
+        {"environment": "prod", "ldap": {"phpLdapAdmin": True}},
+        "slurm-platform:ldap.phpLdapAdmin: serves the directory's admin login over plain HTTP without ldap.tls",
+    ),
+    (
+        {"kubernetes": {"renderYamlToDirectory": "out"}, "ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}},
+        "slurm-platform:ldap.tls.enabled: needs a cluster: the clients' CA is read from the TLS Secret",
+    ),
     ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: String should match pattern"),
     ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
     (

@@ -270,6 +270,7 @@ ACK_INTERNET = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-t
 def ack_prod(login):
     raw = copy.deepcopy(stack_config("staging-hangzhou"))
     raw["environment"] = "prod"
+    raw["ldap"] = {**raw.get("ldap", {}), "tls": {"enabled": True, "secretName": "ldap-tls"}}
     raw["slurm"]["login"] = login
     return raw
 
@@ -329,6 +330,33 @@ def test_load_balancers_drop_node_ports_where_the_cloud_reaches_pods(stack, clou
     raw["cloud"] = cloud
     raw["slurm"]["login"]["serviceAnnotations"] = annotations
     assert service(parse_config(raw))["spec"]["allocateLoadBalancerNodePorts"] is False
+
+
+def test_ldap_ca_reaches_the_clients_where_their_config_points():
+    """sssd.conf / nslcd.conf name the CA file; every pod that reads them has it (soperator 4.x mounts sssd-config whole)."""
+    hcm = parse_config(stack_config("prod-hcm"))
+    ca_volume = {"name": "ldap-ca", "secret": {"secretName": "sssd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}}
+    ca_mount = {"name": "ldap-ca", "mountPath": "/etc/sssd/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True}
+    login = slinky.loginset(hcm)["spec"]
+    assert ca_volume in login["template"]["spec"]["volumes"] and ca_mount in login["login"]["volumeMounts"]
+    nodesets = [r.manifest for r in slinky.render(hcm) if r.manifest["kind"] == "NodeSet"]
+    assert nodesets
+    for nodeset in nodesets:
+        assert ca_volume in nodeset["spec"]["template"]["spec"]["volumes"] and ca_mount in nodeset["spec"]["slurmd"]["volumeMounts"]
+    raw = ack_prod({"nodePortsFirewalled": True})
+    templates = ack_templates(ack.slurm_cluster_manifest(parse_config(raw)))
+    assert templates
+    for template in templates:
+        spec = template["spec"]
+        assert {"name": "ldap-ca", "secret": {"secretName": "nslcd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}} in spec[
+            "volumes"
+        ]
+        assert {"name": "ldap-ca", "mountPath": "/etc/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True} in spec["containers"][0][
+            "volumeMounts"
+        ]
+    raw["ldap"] = {}
+    raw["environment"] = "staging"
+    assert all("ldap-ca" not in str(t) for t in ack_templates(ack.slurm_cluster_manifest(parse_config(raw))))
 
 
 def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):

@@ -29,7 +29,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.config import parse_config
-from components.ldap import ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
+from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
@@ -150,11 +150,34 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------
+# ldap-requires-tls
+
+
+def test_ldap_requires_tls_on_the_client_config_and_phpldapadmin():
+    plain = parse_config(stack_config("dev")).ldap
+    tls = parse_config(stack_config("prod-hanoi")).ldap
+    for ldap, found in ((plain, 1), (tls, 0)):
+        config_map = {"metadata": {"name": "ldap-client-config", "namespace": "fpt-hpc"}, "data": {"ldap.conf": ldap_conf(ldap, "fpt-hpc")}}
+        messages = check("ldap-requires-tls", resource(CONFIG_MAP, config_map))
+        assert len(messages) == found, messages
+    one(
+        check(
+            "ldap-requires-tls",
+            resource(CONFIG_MAP, {"metadata": {"name": "c"}, "data": {"ldap.conf": "BASE\tdc=x\nURI\tldap://ldap-service:389\n"}}),
+        ),
+        "ConfigMap c points the LDAP clients at ldap://ldap-service:389: binds and lookups cross the network unencrypted",
+    )
+    php = dict(php_ldap_admin_deployment(plain.model_copy(update={"php_ldap_admin": True}), "fpt-hpc"))
+    one(check("ldap-requires-tls", resource(DEPLOYMENT, php)), "fpt-hpc/phpldapadmin runs phpLDAPadmin over plain HTTP")
+    assert check("ldap-requires-tls", resource(DEPLOYMENT, php_ldap_admin_deployment(tls, "fpt-hpc"))) == []
+
+
+# ---------------------------------------------------------------------------
 # The pack itself
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 14
+    assert len(POLICIES) == len(ALL_POLICIES) == 15
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")
@@ -1105,7 +1128,10 @@ def mocked_stacks(mocked_runs):
 
 
 def run_pack(resources: list[PolicyResource], env: str) -> dict[str, list[str]]:
-    return {name: check(name, *resources, config=config_for(env, name)) for name in POLICIES}
+    """Every policy the stack's config does not disable (the engine skips those), with its config."""
+    enabled = [name for name in POLICIES if (policy_configs(env).get(name) or {}).get("enforcementLevel") != "disabled"]
+    assert enabled
+    return {name: check(name, *resources, config=config_for(env, name)) for name in enabled}
 
 
 @pytest.mark.parametrize("stack_name", ENVIRONMENTS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
-from ..ldap import CLIENT_CONFIGMAP
+from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..operators import ChartRelease, chart_source
 from . import AccountingClient, KeySecret, Rendered
@@ -29,6 +29,7 @@ from .common import (
     SSHD_PORT,
     container_resources,
     gpu_resources,
+    ldap_ca_files,
     node_port_fields,
     pool_tolerations,
     service_account_rbac,
@@ -205,7 +206,8 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
         pod_volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": settings.home.claim_name}})
         mounts.append({"name": "home", "mountPath": HOME})
     shared_volumes, shared_mounts = submount_volumes(config)
-    return pod_volumes + shared_volumes, mounts + shared_mounts
+    ca_volumes, ca_mounts = ldap_ca_files(config, NSLCD_SECRET, NSLCD_CA_FILE)
+    return pod_volumes + shared_volumes + ca_volumes, mounts + shared_mounts + ca_mounts
 
 
 def pod_template(

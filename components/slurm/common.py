@@ -8,6 +8,7 @@ from typing import Any
 from policies import kube_rules
 
 from ..config import NodePoolConfig, PlatformConfig, PodResources, login_lb_annotations
+from ..ldap import CLIENT_CA_KEY
 from . import Rendered
 
 SSHD_PORT = 22
@@ -129,6 +130,15 @@ def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
     if login.load_balancer_ip:
         spec["loadBalancerIP"] = login.load_balancer_ip
     return spec
+
+
+def ldap_ca_files(config: PlatformConfig, secret: str, path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) that put the LDAP server's CA (copied into the client config Secret
+    `secret` by ldap.py) at `path`, where sssd.conf / nslcd.conf point; nothing without TLS."""
+    if not (config.ldap.enabled and config.ldap.tls.enabled):
+        return [], []
+    volume = {"name": "ldap-ca", "secret": {"secretName": secret, "items": [{"key": CLIENT_CA_KEY, "path": CLIENT_CA_KEY}]}}
+    return [volume], [{"name": "ldap-ca", "mountPath": path, "subPath": CLIENT_CA_KEY, "readOnly": True}]
 
 
 def submount_volumes(config: PlatformConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

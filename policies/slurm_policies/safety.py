@@ -567,4 +567,51 @@ pinned_charts = StackValidationPolicy(
     ),
 )
 
-POLICIES = [restricted_load_balancers, protect_data_volumes, no_plain_secrets, pinned_charts]
+# ---------------------------------------------------------------------------
+# ldap-requires-tls
+
+LDAP_CLIENT_FILE = "ldap.conf"
+PHPLDAPADMIN_HTTPS = "PHPLDAPADMIN_HTTPS"
+
+
+def validate_ldap_tls(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """The LDAP clients' URI is ldaps:// (the read-only bind password would otherwise cross the pod
+    network in clear) and phpLDAPadmin serves HTTPS (it takes the directory admin's password)."""
+    where = display(args.props, args.name)
+    if args.resource_type == CONFIG_MAP:
+        text = get(args.props, "data", LDAP_CLIENT_FILE)
+        uris = [line.split(None, 1)[1].strip() for line in str(text or "").splitlines() if line.upper().startswith("URI") and len(line.split()) > 1]
+        plain = [uri for uri in uris if not uri.lower().startswith("ldaps://")]
+        if plain:
+            report(
+                violation(
+                    f"ConfigMap {where} points the LDAP clients at {', '.join(plain)}: binds and lookups cross the network unencrypted",
+                    "set ldap.tls.enabled: true and ldap.tls.secretName (a kubernetes.io/tls Secret with ca.crt)",
+                ),
+                None,
+            )
+        return
+    if args.resource_type not in POD_TEMPLATE_TYPES:
+        return
+    for field, spec in pod_specs(args.resource_type, args.props):
+        for container in elements(get(spec, "containers")):
+            for env in elements(get(container, "env")):
+                if get(env, "name") == PHPLDAPADMIN_HTTPS and str(get(env, "value", default="")).lower() != "true":
+                    report(
+                        violation(
+                            f"{where} runs phpLDAPadmin over plain HTTP ({field} container {get(container, 'name')}): "
+                            "the directory admin's password would cross the network in clear",
+                            "set ldap.tls.enabled: true (phpLDAPadmin then serves HTTPS), or ldap.phpLdapAdmin: false",
+                        ),
+                        None,
+                    )
+
+
+ldap_requires_tls = ResourceValidationPolicy(
+    name="ldap-requires-tls",
+    description="LDAP clients connect with ldaps:// and phpLDAPadmin serves HTTPS (the stack config requires both in prod).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_ldap_tls,
+)
+
+POLICIES = [restricted_load_balancers, protect_data_volumes, no_plain_secrets, pinned_charts, ldap_requires_tls]
