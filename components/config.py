@@ -1320,24 +1320,28 @@ def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
             f"or {config.cloud}'s private-LB annotation in serviceAnnotations ({example})",
             ranges if config.slurm_operator == "ack" else login.service_type,
         )
-    node_port_beside = config.slurm_operator == "soperator" and bool(ranges)
-    if not login.node_ports_firewalled and (node_port_beside or not kube_rules.pod_backends(annotations, config.cloud)):
+    if login.node_ports_firewalled:
+        return
+    if config.slurm_operator == "soperator":
+        # soperator's own login Service is NodePort or LoadBalancer, always with node ports (no field closes them).
         why = (
             f"soperator keeps its login Service on NodePort {login.node_port} beside the restricted LoadBalancer"
-            if node_port_beside
-            else f"{config.cloud}'s load balancer reaches the login pods through node ports"
+            if ranges
+            else "soperator's login LoadBalancer keeps node ports (its CRD cannot turn them off)"
         )
-        yield Problem(
-            (*path, "nodePortsFirewalled"),
-            f"{why}, open on every node and not covered by loadBalancerSourceRanges; make sure the nodes' firewall admits "
-            "30000-32767 only from the VPC, then set slurm.login.nodePortsFirewalled: true"
-            + (
-                f" (or let the load balancer reach pods directly: {', '.join(f'{k}: {v}' for k, v in kube_rules.POD_BACKEND_ANNOTATIONS[config.cloud].items())})"
-                if config.cloud in kube_rules.POD_BACKEND_ANNOTATIONS and not node_port_beside
-                else ""
-            ),
-            False,
-        )
+        closable = ""
+    elif not kube_rules.pod_backends(annotations, config.cloud):
+        why = f"{config.cloud}'s load balancer reaches the login pods through node ports"
+        direct = kube_rules.POD_BACKEND_ANNOTATIONS.get(config.cloud)
+        closable = f" (or let the load balancer reach pods directly: {', '.join(f'{k}: {v}' for k, v in direct.items())})" if direct else ""
+    else:
+        return
+    yield Problem(
+        (*path, "nodePortsFirewalled"),
+        f"{why}, open on every node and not covered by loadBalancerSourceRanges; make sure the nodes' firewall admits "
+        f"30000-32767 only from the VPC, then set slurm.login.nodePortsFirewalled: true{closable}",
+        False,
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -223,6 +223,24 @@ INVALID = [
         "slurm-platform:slurm.login.serviceAnnotations: conflicting annotations: service.beta.kubernetes.io/aws-load-balancer-internal: 'true' (private)",
     ),
     ({"cloud": "openstack"}, "slurm-platform:cloud: Input should be 'fpt', 'alibaba', 'aws', 'gcp' or 'azure'"),
+    # soperator's own LoadBalancer keeps its node ports whatever its annotations say.
+    (
+        {
+            "environment": "prod",
+            "cloud": "alibaba",
+            "ldap": {"enabled": False},
+            "slurm": {
+                "login": {
+                    "serviceType": "LoadBalancer",
+                    "serviceAnnotations": {
+                        "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
+                        "service.beta.kubernetes.io/backend-type": "eni",
+                    },
+                }
+            },
+        },
+        "slurm-platform:slurm.login.nodePortsFirewalled: soperator's login LoadBalancer keeps node ports (its CRD cannot turn them off)",
+    ),
     # Node ports beside a restricted LoadBalancer are not covered by its source ranges.
     (
         {"environment": "prod", "slurm": {"login": {"allowedSourceRanges": ["203.0.113.0/24"]}}},

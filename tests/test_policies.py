@@ -733,6 +733,12 @@ def test_load_balancers_node_ports_are_closed_or_firewalled(hanoi, cluster):
     )
     closed = lb_service({**ranges, "allocateLoadBalancerNodePorts": False}, annotations=eni)
     assert check("restricted-load-balancers", closed, config={"cloud": "alibaba"}) == []
+    # soperator's own LoadBalancer cannot drop them: only the firewall covers it.
+    nodes(cluster)["login"].update(
+        sshdServiceType="LoadBalancer",
+        sshdServiceAnnotations={"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet", **eni},
+    )
+    one(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), config={"cloud": "alibaba"}), "make sure the nodes' firewall admits")
 
 
 def test_load_balancers_ignore_cluster_ip_services():

@@ -95,10 +95,10 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
         for problem in kube_rules.lb_annotation_problems(annotations, cloud):
             report(violation(f"{what} has load-balancer annotations that contradict: {problem}", f"keep only {example} (or none)"), urn)
 
-    def node_ports(spec: Any, annotations: Any, what: str, urn: str) -> None:
+    def node_ports(spec: Any, annotations: Any, what: str, urn: str, closable: bool = True) -> None:
         if firewalled or get(spec, "allocateLoadBalancerNodePorts") is False:
             return
-        direct = kube_rules.pod_backends(annotations, cloud)
+        direct = closable and kube_rules.pod_backends(annotations, cloud)
         report(
             violation(
                 f"{what} is a LoadBalancer with node ports, open on every node and not covered by its source ranges",
@@ -179,7 +179,8 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
         # soperator 4.x restricts its own login Service.
         own_ranges = {"spec": {"loadBalancerSourceRanges": get(login, "sshdServiceLoadBalancerSourceRanges", default=[])}}
         if exposure(own_ranges, annotations) is None:
-            node_ports({}, annotations, f"{what}'s login Service {name}-login-svc", cluster.urn)
+            # The CRD has no allocateLoadBalancerNodePorts: only a firewall covers these node ports.
+            node_ports({}, annotations, f"{what}'s login Service {name}-login-svc", cluster.urn, closable=False)
             continue
         if accept_companion and companions:
             continue
