@@ -28,7 +28,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components.config import parse_config
+from components.config import ConfigError, PlatformConfig, parse_config
 from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
@@ -149,6 +149,63 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
     return cluster["spec"]["slurmNodes"]
 
 
+OPENSTACK_INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+ALIBABA_ADDRESS_TYPE = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"
+
+
+@pytest.mark.parametrize(
+    "stack, login, top, refused_expected",
+    [
+        ("prod-hanoi", {}, {}, False),
+        ("prod-hanoi", {"allowedSourceRanges": ["0.0.0.0/1"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["2000::/3"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["11.0.0.0/8", "12.0.0.0/8"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["0.0.0.0/1"], "allowBroadSourceRanges": True}, {}, False),
+        ("prod-hanoi", {"nodePortsFirewalled": False}, {}, True),
+        ("prod-hangzhou", {}, {}, False),
+        ("prod-hangzhou", {"serviceAnnotations": {OPENSTACK_INTERNAL: "true"}}, {}, True),
+        ("prod-hangzhou", {"serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "internet"}}, {}, True),
+        ("prod-hangzhou", {"serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "intranet"}}, {"cloud": "fpt"}, True),
+        ("prod-hcm", {}, {}, False),
+        ("prod-hcm", {"allowedSourceRanges": ["0.0.0.0/1"]}, {}, True),
+        ("prod-hcm", {"nodePortsFirewalled": False}, {}, True),
+        (
+            "prod-hcm",
+            {
+                "allowedSourceRanges": [],
+                "serviceAnnotations": {OPENSTACK_INTERNAL: "false", "service.beta.kubernetes.io/aws-load-balancer-internal": "true"},
+            },
+            {},
+            True,
+        ),
+        ("staging-hangzhou", {"allowedSourceRanges": [], "serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "internet"}}, {"environment": "prod"}, True),
+        ("staging-hangzhou", {"allowedSourceRanges": []}, {"environment": "prod"}, False),  # ACK's intranet default
+    ],
+)
+def test_config_and_policy_agree_on_exposure(stack, login, top, refused_expected):
+    """The stack config refuses a production login exposure exactly when the pack, configured like the stack, does."""
+    raw = copy.deepcopy(stack_config(stack))
+    raw["slurm"]["login"] = {**raw["slurm"]["login"], **login}
+    raw.update(top)
+    try:
+        parse_config(raw)
+        refused: list[str] = []
+    except ConfigError as error:
+        refused = str(error).splitlines()[1:]
+        assert all(line.strip().startswith(("slurm-platform:slurm.login.", "slurm-platform:cloud:")) for line in refused), refused
+    # The same stack with the rules across fields skipped, so it renders what the config would have refused.
+    config = PlatformConfig.model_validate(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw, stack=stack)
+    mirrored = {
+        "cloud": config.cloud,
+        "allowBroadSourceRanges": config.slurm.login.allow_broad_source_ranges,
+        "nodePortsFirewalled": config.slurm.login.node_ports_firewalled,
+    }
+    violations = check("restricted-load-balancers", *(as_policy_resource(r) for r in run.resources), config=mirrored)
+    assert bool(refused) == refused_expected, refused
+    assert bool(refused) == bool(violations), (refused, violations)
+
+
 # ---------------------------------------------------------------------------
 # ldap-requires-tls
 
@@ -170,6 +227,24 @@ def test_ldap_requires_tls_on_the_client_config_and_phpldapadmin():
     php = dict(php_ldap_admin_deployment(plain.model_copy(update={"php_ldap_admin": True}), "fpt-hpc"))
     one(check("ldap-requires-tls", resource(DEPLOYMENT, php)), "fpt-hpc/phpldapadmin runs phpLDAPadmin over plain HTTP")
     assert check("ldap-requires-tls", resource(DEPLOYMENT, php_ldap_admin_deployment(tls, "fpt-hpc"))) == []
+
+
+@pytest.mark.parametrize("stack", ["prod-hanoi", "prod-hcm", "prod-hoalac", "prod-hangzhou"])
+@pytest.mark.parametrize("tls", [True, False])
+def test_config_and_policy_agree_on_ldap_tls(stack, tls):
+    raw = copy.deepcopy(stack_config(stack))
+    raw["ldap"] = {**raw.get("ldap", {}), "tls": raw["ldap"]["tls"] if tls else {"enabled": False}}
+    try:
+        parse_config(raw)
+        refused: list[str] = []
+    except ConfigError as error:
+        refused = str(error).splitlines()[1:]
+        assert all(line.strip().startswith("slurm-platform:ldap.") for line in refused), refused
+    assert bool(refused) == (not tls)
+    config = PlatformConfig.model_validate(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw, stack=stack)
+    violations = check("ldap-requires-tls", *(as_policy_resource(r) for r in run.resources))
+    assert bool(violations) == (not tls), violations
 
 
 # ---------------------------------------------------------------------------
