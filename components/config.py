@@ -712,6 +712,17 @@ class LoginConfig(Model):
         default_factory=list,
         description="CIDRs allowed to reach SSH: declares our own LoadBalancer Service with loadBalancerSourceRanges.",
     )
+    allow_broad_source_ranges: bool = Field(
+        False,
+        description="Accept allowedSourceRanges that together reach more public addresses than an IPv4 /8 or an IPv6 /32 "
+        "(by default refused: 0.0.0.0/1 or 2000::/3 is the internet, not a restriction).",
+    )
+    node_ports_firewalled: bool = Field(
+        False,
+        description="The nodes' firewall (security group) admits the NodePort range 30000-32767 only from inside the VPC. "
+        "A production LoadBalancer whose cloud balances onto node ports, or a NodePort login beside a restricted "
+        "LoadBalancer, needs it: loadBalancerSourceRanges do not cover node ports.",
+    )
     ssh_root_public_keys: list[Annotated[str, AfterValidator(_check_public_key)]] = Field(
         default_factory=list, description="Root's authorized keys (OpenSSH public key lines)."
     )
@@ -962,6 +973,11 @@ class PlatformConfig(Model):
         "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
     )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
+    cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
+        "fpt",
+        description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
+        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type).",
+    )
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
     node_pools: list[NodePoolConfig] = Field(default_factory=_default_pools, min_length=1)
@@ -1060,6 +1076,27 @@ def _cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
+    if ldap.enabled and ldap.tls.enabled and config.render_only:
+        yield Problem(
+            ("ldap", "tls", "enabled"),
+            "needs a cluster: the clients' CA is read from the TLS Secret, and kubernetes.renderYamlToDirectory has none",
+            True,
+        )
+    if ldap.enabled and config.environment == "prod" and not ldap.tls.enabled:
+        # sssd and nslcd send the read-only bind password on every connection.
+        yield Problem(
+            ("ldap", "tls", "enabled"),
+            "must be true in production: the clients' bind password would cross the pod network in clear; "
+            "set ldap.tls.enabled: true and ldap.tls.secretName (a kubernetes.io/tls Secret with ca.crt)",
+            False,
+        )
+        if ldap.php_ldap_admin:
+            yield Problem(
+                ("ldap", "phpLdapAdmin"),
+                "serves the directory's admin login over plain HTTP without ldap.tls; in production enable ldap.tls "
+                "(phpLDAPadmin then serves HTTPS and speaks StartTLS) or turn it off",
+                True,
+            )
     accounting = config.slurm.accounting
     if accounting.enabled and accounting.database == "external" and accounting.external is None:
         yield Problem(("slurm", "accounting", "external"), "required when database is 'external' (host, passwordSecretName)")
@@ -1315,30 +1352,80 @@ def _plain(amount: Decimal) -> str:
     return f"{amount.normalize():f}"
 
 
+def login_lb_annotations(config: PlatformConfig) -> Optional[dict[str, str]]:
+    """The annotations of the login LoadBalancer the stack declares (its own or the operator's), None without one.
+
+    ACK's login is always a LoadBalancer, private by default; the user's annotations override that default."""
+    login = config.slurm.login
+    if config.slurm_operator == "ack":
+        return {**kube_rules.PRIVATE_LB_ANNOTATIONS["alibaba"], **login.service_annotations}
+    if login.allowed_source_ranges or login.service_type == "LoadBalancer":
+        return dict(login.service_annotations)
+    return None
+
+
 def _login_problems(config: PlatformConfig) -> Iterator[Problem]:
     login = config.slurm.login
     path = ("slurm", "login")
-    open_families = kube_rules.open_families(login.allowed_source_ranges)
+    ranges = list(login.allowed_source_ranges)
+    open_families = kube_rules.open_families(ranges)
     if open_families:
         yield Problem(
             (*path, "allowedSourceRanges"),
             f"together cover the whole {' and '.join(open_families)} internet; list the office/VPN ranges instead",
-            list(login.allowed_source_ranges),
+            ranges,
         )
+    elif kube_rules.broad_families(ranges) and not login.allow_broad_source_ranges:
+        yield Problem(
+            (*path, "allowedSourceRanges"),
+            f"{kube_rules.broad_range_message(ranges)}; list the office/VPN ranges, or set "
+            "slurm.login.allowBroadSourceRanges: true if that many addresses are meant",
+            ranges,
+        )
+    if config.slurm_operator == "ack" and config.cloud != "alibaba":
+        yield Problem(("cloud",), "must be alibaba with slurmOperator ack (ACK's login is an Alibaba Cloud load balancer)", config.cloud)
     if login.load_balancer_ip and login.service_type != "LoadBalancer":
         yield Problem(
             (*path, "loadBalancerIp"),
             f"only applies to serviceType LoadBalancer (serviceType is {login.service_type})",
             login.load_balancer_ip,
         )
-    private = kube_rules.private_lb_annotation(login.service_annotations)
-    if config.environment == "prod" and login.service_type == "LoadBalancer" and not login.allowed_source_ranges and private is None:
-        known = ", ".join(f"{k}: {v}" for k, v in kube_rules.PRIVATE_LB_ANNOTATIONS.items())
+    annotations = login_lb_annotations(config)
+    for problem in kube_rules.lb_annotation_problems(login.service_annotations, config.cloud):
+        yield Problem((*path, "serviceAnnotations"), problem)
+    if config.environment != "prod" or annotations is None:
+        return
+    example = kube_rules.private_lb_example(config.cloud)
+    if not ranges and kube_rules.private_lb_annotation(annotations, config.cloud) is None:
+        what = "ACK's login is always a LoadBalancer (serviceAnnotations override its intranet default), and a production one"
         yield Problem(
-            (*path, "serviceType"),
-            f"a production LoadBalancer needs allowedSourceRanges or a private-LB entry in serviceAnnotations (one of {known})",
-            login.service_type,
+            (*path, "allowedSourceRanges" if config.slurm_operator == "ack" else "serviceType"),
+            f"{what if config.slurm_operator == 'ack' else 'a production LoadBalancer'} needs allowedSourceRanges "
+            f"or {config.cloud}'s private-LB annotation in serviceAnnotations ({example})",
+            ranges if config.slurm_operator == "ack" else login.service_type,
         )
+    if login.node_ports_firewalled:
+        return
+    if config.slurm_operator == "soperator":
+        # soperator's own login Service is NodePort or LoadBalancer, always with node ports (no field closes them).
+        why = (
+            f"soperator keeps its login Service on NodePort {login.node_port} beside the restricted LoadBalancer"
+            if ranges
+            else "soperator's login LoadBalancer keeps node ports (its CRD cannot turn them off)"
+        )
+        closable = ""
+    elif not kube_rules.pod_backends(annotations, config.cloud):
+        why = f"{config.cloud}'s load balancer reaches the login pods through node ports"
+        direct = kube_rules.POD_BACKEND_ANNOTATIONS.get(config.cloud)
+        closable = f" (or let the load balancer reach pods directly: {', '.join(f'{k}: {v}' for k, v in direct.items())})" if direct else ""
+    else:
+        return
+    yield Problem(
+        (*path, "nodePortsFirewalled"),
+        f"{why}, open on every node and not covered by loadBalancerSourceRanges; make sure the nodes' firewall admits "
+        f"30000-32767 only from the VPC, then set slurm.login.nodePortsFirewalled: true{closable}",
+        False,
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import pulumi
@@ -46,6 +46,14 @@ CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT = 1389, 1636
 APP_LABELS = {"app.kubernetes.io/name": "openldap", "app.kubernetes.io/part-of": "slurm-platform"}
 ADMIN_LABELS = {"app.kubernetes.io/name": "phpldapadmin", "app.kubernetes.io/part-of": "slurm-platform"}
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
+# With TLS, the clients trust the CA of the server's TLS Secret (ca.crt), not the system
+# bundle (a private CA is never in it): the program copies it into sssd-config and
+# nslcd-config under this key. soperator 4.x mounts sssd-config whole at /etc/sssd;
+# Slinky and ACK pods mount the key at these paths (components/slurm/).
+CLIENT_CA_KEY = "ldap-ca.crt"
+SSSD_CA_FILE = f"/etc/sssd/{CLIENT_CA_KEY}"
+NSLCD_CA_FILE = f"/etc/{CLIENT_CA_KEY}"
+TLS_CA_KEY = "ca.crt"
 
 
 def admin_dn(ldap: LdapConfig) -> str:
@@ -163,8 +171,13 @@ def acl_init_script(ldap: LdapConfig) -> str:
     )
 
 
+def ca_file(ldap: LdapConfig, default: str) -> str:
+    """The CA bundle a client trusts: the TLS Secret's CA (copied to `default`) with TLS, else the system's."""
+    return default if ldap.tls.enabled else CA_FILE
+
+
 def ldap_conf(ldap: LdapConfig, namespace: str) -> str:
-    return f"BASE\t{ldap.base_dn}\nURI\t{ldap_uri(ldap, namespace)}\nTLS_CACERT\t{CA_FILE}\n"
+    return f"BASE\t{ldap.base_dn}\nURI\t{ldap_uri(ldap, namespace)}\nTLS_CACERT\t{ca_file(ldap, NSLCD_CA_FILE)}\n"
 
 
 def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
@@ -177,7 +190,7 @@ def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         f"base {ldap.base_dn}\n"
         f"base passwd ou=users,{ldap.base_dn}\n"
         f"base group ou=groups,{ldap.base_dn}\n"
-        f"tls_cacertfile {CA_FILE}\n"
+        f"tls_cacertfile {ca_file(ldap, NSLCD_CA_FILE)}\n"
     )
 
 
@@ -191,7 +204,7 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         f"ldap_group_search_base = ou=groups,{ldap.base_dn}\n"
         f"ldap_default_bind_dn = {readonly_dn(ldap)}\n"
         f"ldap_default_authtok = {bind_password}\n"
-        f"ldap_tls_cacert = {CA_FILE}\n"
+        f"ldap_tls_cacert = {ca_file(ldap, SSSD_CA_FILE)}\n"
         "cache_credentials = true\nenumerate = false\n"
     )
 
@@ -296,26 +309,77 @@ def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any
                             "image": ldap.php_ldap_admin_image,
                             "env": [
                                 {"name": "PHPLDAPADMIN_LDAP_HOSTS", "value": SERVICE_NAME},
-                                {"name": "PHPLDAPADMIN_HTTPS", "value": "false"},
+                                # Behind TLS only with ldap.tls (config refuses it in prod otherwise).
+                                {"name": "PHPLDAPADMIN_HTTPS", "value": "true" if ldap.tls.enabled else "false"},
+                                *(_php_tls_env(ldap) if ldap.tls.enabled else []),
                             ],
-                            "ports": [{"name": "http", "containerPort": 80}],
-                            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10},
+                            "ports": [{"name": "https", "containerPort": 443} if ldap.tls.enabled else {"name": "http", "containerPort": 80}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/", "port": "https", "scheme": "HTTPS"} if ldap.tls.enabled else {"path": "/", "port": "http"},
+                                "periodSeconds": 10,
+                            },
+                            **(
+                                {
+                                    "volumeMounts": [
+                                        {"name": "tls", "mountPath": PHP_CERTS_DIR, "readOnly": True},
+                                        {"name": "tls", "mountPath": PHP_LDAP_CLIENT_CERTS_DIR, "readOnly": True},
+                                    ]
+                                }
+                                if ldap.tls.enabled
+                                else {}
+                            ),
                             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                         }
                     ],
+                    **({"volumes": [{"name": "tls", "secret": {"secretName": ldap.tls.secret_name}}]} if ldap.tls.enabled else {}),
                 },
             },
         },
     }
 
 
-def php_ldap_admin_service(namespace: str) -> dict[str, Any]:
+# osixia/phpldapadmin's certificate directory and file names (its env contract).
+PHP_CERTS_DIR = "/container/service/phpldapadmin/assets/apache2/certs"
+PHP_LDAP_CLIENT_CERTS_DIR = "/container/service/ldap-client/assets/certs"
+
+
+def _php_tls_env(ldap: LdapConfig) -> list[dict[str, str]]:
+    """HTTPS with the directory's own certificate; LDAP to the server over StartTLS, verified against its CA."""
+    return [
+        {"name": "PHPLDAPADMIN_HTTPS_CRT_FILENAME", "value": "tls.crt"},
+        {"name": "PHPLDAPADMIN_HTTPS_KEY_FILENAME", "value": "tls.key"},
+        {"name": "PHPLDAPADMIN_HTTPS_CA_CRT_FILENAME", "value": TLS_CA_KEY},
+        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS", "value": "true"},
+        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS_REQCERT", "value": "demand"},
+        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS_CA_CRT_FILENAME", "value": TLS_CA_KEY},
+    ]
+
+
+def php_ldap_admin_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+    port = {"name": "https", "port": 443, "targetPort": "https"} if ldap.tls.enabled else {"name": "http", "port": 80, "targetPort": "http"}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "phpldapadmin", "namespace": namespace, "labels": ADMIN_LABELS},
-        "spec": {"type": "ClusterIP", "selector": ADMIN_LABELS, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        "spec": {"type": "ClusterIP", "selector": ADMIN_LABELS, "ports": [port]},
     }
+
+
+def ca_from_tls_data(data: Optional[Mapping[str, str]], secret_name: Optional[str]) -> str:
+    """The PEM CA of a kubernetes.io/tls Secret's data (base64 values); an error naming the Secret without one."""
+    encoded = (data or {}).get(TLS_CA_KEY)
+    if not encoded:
+        raise ValueError(
+            f"Secret {secret_name} (ldap.tls.secretName) has no {TLS_CA_KEY}: sssd and nslcd need the CA that signed "
+            f"the server certificate; add it as key {TLS_CA_KEY} (cert-manager Certificates issued by a CA Issuer carry it)"
+        )
+    return base64.b64decode(encoded).decode()
+
+
+def tls_ca(name: str, ldap: LdapConfig, namespace: str, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """The CA of the existing TLS Secret, read from the cluster (the read keeps it a Pulumi secret)."""
+    tls = k8s.core.v1.Secret.get(f"{name}-tls", f"{namespace}/{ldap.tls.secret_name}", opts=opts)
+    return tls.data.apply(lambda data: ca_from_tls_data(data, ldap.tls.secret_name))
 
 
 def _meta(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
@@ -370,22 +434,24 @@ class LdapDirectory(pulumi.ComponentResource):
             data={"ldap.conf": ldap_conf(ldap, namespace)},
             opts=child,
         )
+        # With TLS, the server's CA travels with the client configs (read from the TLS Secret).
+        ca: dict[str, Any] = {CLIENT_CA_KEY: tls_ca(name, ldap, namespace, child)} if ldap.tls.enabled else {}
         k8s.core.v1.Secret(
             f"{name}-sssd-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SSSD_SECRET, namespace=namespace, labels=APP_LABELS),
-            string_data={"sssd.conf": readonly_password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw))},
+            string_data={"sssd.conf": readonly_password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw)), **ca},
             opts=secret_data,
         )
         k8s.core.v1.Secret(
             f"{name}-nslcd-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NSLCD_SECRET, namespace=namespace, labels=APP_LABELS),
-            string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw))},
+            string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw)), **ca},
             opts=secret_data,
         )
         if ldap.php_ldap_admin:
             deployment = php_ldap_admin_deployment(ldap, namespace)
             k8s.apps.v1.Deployment(f"{name}-phpldapadmin", metadata=_meta(deployment), spec=deployment["spec"], opts=child)
-            admin_service = php_ldap_admin_service(namespace)
+            admin_service = php_ldap_admin_service(ldap, namespace)
             k8s.core.v1.Service(f"{name}-phpldapadmin-service", metadata=_meta(admin_service), spec=admin_service["spec"], opts=child)
         self.uri = pulumi.Output.from_input(ldap_uri(ldap, namespace))
         self.register_outputs({"uri": self.uri})

@@ -213,35 +213,153 @@ def open_families(ranges: Iterable[str]) -> list[str]:
     ]
 
 
-# --- private load balancers ------------------------------------------------------------------
-
-# The one list of annotations that make a cloud load balancer internal, with the
-# value that does so, for the clouds the stacks run on.
-PRIVATE_LB_ANNOTATIONS = {
-    "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
-    "service.beta.kubernetes.io/openstack-internal-load-balancer": "true",
-    "networking.gke.io/load-balancer-type": "Internal",
-    "cloud.google.com/load-balancer-type": "Internal",
-    "service.beta.kubernetes.io/azure-load-balancer-internal": "true",
-    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
-    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+# A source range may cover at most this many public addresses (all ranges of a
+# Service together): an IPv4 /8 or an IPv6 /32, a large organisation's whole
+# allocation. More is "the internet minus a bit" (0.0.0.0/1, 2000::/3), not a
+# restriction. Private, reserved and documentation blocks do not count.
+MAX_PUBLIC_ADDRESSES = {4: 2**24, 6: 2**96}
+MAX_PUBLIC_PREFIX = {4: "/8", 6: "/32"}
+# Where public unicast lives, and the blocks inside it that are not public
+# (each pair disjoint, so their overlaps can simply be subtracted).
+_PUBLIC_BLOCKS: dict[int, list[Network]] = {4: [ipaddress.IPv4Network("0.0.0.0/0")], 6: [ipaddress.IPv6Network("2000::/3")]}
+_NON_PUBLIC_BLOCKS: dict[int, list[Network]] = {
+    4: [
+        ipaddress.ip_network(block)
+        for block in (
+            "0.0.0.0/8",
+            "10.0.0.0/8",
+            "100.64.0.0/10",
+            "127.0.0.0/8",
+            "169.254.0.0/16",
+            "172.16.0.0/12",
+            "192.0.0.0/24",
+            "192.0.2.0/24",
+            "192.168.0.0/16",
+            "198.18.0.0/15",
+            "198.51.100.0/24",
+            "203.0.113.0/24",
+            "224.0.0.0/3",
+        )
+    ],
+    6: [ipaddress.IPv6Network("2001:db8::/32")],
 }
 
 
-def private_lb_annotation(annotations: Any, known: Optional[dict[str, str]] = None) -> Optional[str]:
-    """The annotation key that makes the load balancer internal, or None.
+def _overlap(a: Network, b: Network) -> int:
+    """Addresses two CIDR blocks share (one holds the other, or none)."""
+    if a.version != b.version:
+        return 0
+    if a.subnet_of(b):  # type: ignore[arg-type]
+        return a.num_addresses
+    return b.num_addresses if b.subnet_of(a) else 0  # type: ignore[arg-type]
 
-    Only a known key with its private value counts (case-insensitively):
-    `address-type: internet` is public.
-    """
-    known = PRIVATE_LB_ANNOTATIONS if known is None else known
+
+def public_addresses(ranges: Iterable[str]) -> dict[int, int]:
+    """Public addresses (by IP version) the ranges reach together; unparsable entries are ignored."""
+    by_family: dict[int, list[Network]] = {4: [], 6: []}
+    for text in ranges:
+        try:
+            network = _as_ipv4(parse_cidr(str(text).strip()))
+        except ValueError:
+            continue
+        by_family[network.version].append(network)
+    counts: dict[int, int] = {}
+    for version, networks in by_family.items():
+        union: list[Network] = list(ipaddress.collapse_addresses(networks))  # type: ignore[type-var]
+        public: list[Network] = list(_PUBLIC_BLOCKS[version])
+        counts[version] = sum(sum(_overlap(n, p) for p in public) - sum(_overlap(n, q) for q in _NON_PUBLIC_BLOCKS[version]) for n in union)
+    return counts
+
+
+def broad_families(ranges: Iterable[str]) -> list[str]:
+    """The address families in which `ranges` together reach more public addresses than MAX_PUBLIC_ADDRESSES."""
+    counts = public_addresses(ranges)
+    return [f"IPv{v}" for v in (4, 6) if counts[v] > MAX_PUBLIC_ADDRESSES[v]]
+
+
+def broad_range_message(ranges: Iterable[str]) -> str:
+    families = broad_families(ranges)
+    limits = " / ".join(f"a {MAX_PUBLIC_PREFIX[int(f[-1])]} ({f})" for f in families)
+    return f"together reach more public addresses than {limits}, nearly the whole internet"
+
+
+# --- private load balancers ------------------------------------------------------------------
+
+# Per cloud, the annotations that make its load balancer internal, with the value
+# that does so. A cloud's controller reads only its own: another cloud's key, or
+# one of its own saying public, is a mistake, not a restriction.
+PRIVATE_LB_ANNOTATIONS: dict[str, dict[str, str]] = {
+    # FPT Cloud's FKE runs the OpenStack cloud controller (Octavia).
+    "fpt": {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"},
+    "alibaba": {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"},
+    "aws": {
+        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    },
+    "gcp": {"networking.gke.io/load-balancer-type": "Internal", "cloud.google.com/load-balancer-type": "Internal"},
+    "azure": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"},
+}
+CLOUDS = tuple(PRIVATE_LB_ANNOTATIONS)
+# Per cloud, the annotation (and value) that makes its load balancer send traffic
+# straight to pod IPs: only then may a Service drop its node ports
+# (spec.allocateLoadBalancerNodePorts: false). Octavia, GCP and Azure balance onto nodes.
+POD_BACKEND_ANNOTATIONS: dict[str, dict[str, str]] = {
+    "alibaba": {"service.beta.kubernetes.io/backend-type": "eni"},
+    "aws": {"service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip"},
+}
+
+
+def _same(value: Any, expected: str) -> bool:
+    return str(value).strip().lower() == expected.strip().lower()
+
+
+def lb_annotation_problems(annotations: Any, cloud: str) -> list[str]:
+    """What is wrong with a load balancer's exposure annotations on `cloud`: another
+    cloud's private-LB key, or keys of its own that disagree (one private, one public)."""
     if not hasattr(annotations, "items"):
+        return []
+    own = PRIVATE_LB_ANNOTATIONS[cloud]
+    problems = []
+    for key in sorted(annotations):
+        others = [c for c, known in PRIVATE_LB_ANNOTATIONS.items() if c != cloud and key in known and key not in own]
+        if others:
+            problems.append(
+                f"{key} is an annotation of {others[0]}; this stack's cloud is {cloud}, whose load balancers ignore it "
+                f"(its private-LB annotation: {private_lb_example(cloud)})"
+            )
+    said = {key: _same(value, own[key]) for key, value in annotations.items() if key in own}
+    if len(set(said.values())) > 1:
+        problems.append(
+            "conflicting annotations: " + ", ".join(f"{k}: {annotations[k]!r} ({'private' if p else 'public'})" for k, p in sorted(said.items()))
+        )
+    return problems
+
+
+def private_lb_annotation(annotations: Any, cloud: str) -> Optional[str]:
+    """The annotation that makes the load balancer internal on `cloud`, or None.
+
+    Only the cloud's own key with its private value counts (case-insensitively,
+    `address-type: internet` is public), and only when no annotation contradicts it.
+    """
+    if not hasattr(annotations, "items") or lb_annotation_problems(annotations, cloud):
         return None
     for key, value in annotations.items():
-        expected = known.get(key)
-        if expected is not None and str(value).strip().lower() == str(expected).strip().lower():
+        expected = PRIVATE_LB_ANNOTATIONS[cloud].get(key)
+        if expected is not None and _same(value, expected):
             return key
     return None
+
+
+def private_lb_example(cloud: str) -> str:
+    """`key: "value"` of the cloud's (first) private-LB annotation, for messages."""
+    key, value = next(iter(PRIVATE_LB_ANNOTATIONS[cloud].items()))
+    return f'{key}: "{value}"'
+
+
+def pod_backends(annotations: Any, cloud: str) -> bool:
+    """The load balancer sends traffic straight to pods, so the Service needs no node ports."""
+    wanted = POD_BACKEND_ANNOTATIONS.get(cloud, {})
+    return hasattr(annotations, "items") and any(k in wanted and _same(v, wanted[k]) for k, v in annotations.items())
 
 
 # --- versions ----------------------------------------------------------------------------------

@@ -15,8 +15,12 @@
 # outside the checkout, with one stamp per build step (this script and the
 # step's wrapper module under scripts/kube/ are its inputs) and one progress line
 # per step on stderr. RUN_DIR (default <cache>/run) holds the throwaway PKI, the
-# static token, etcd's data, logs, and one PID file per process. Every port is
-# a free one on 127.0.0.1, chosen at start; every wait is bounded.
+# admin token (random, new on every start), etcd's data, logs, and one PID file
+# per process ("PID STARTTIME": stop kills only the process it started). Every
+# file of a run is private (umask 077: kubeconfig, tokens.csv and keys are 0600).
+# etcd serves TLS only and takes only clients with a certificate of its own CA
+# (the API server's), peers likewise. Every port is a free one on 127.0.0.1,
+# chosen at start; every wait is bounded.
 set -euo pipefail
 
 KUBE_VERSION=v1.33.3
@@ -29,8 +33,6 @@ sources=$here/kube
 root=${SLURM_PLATFORM_KUBE:-$HOME/.cache/slurm-platform/kube}/kube-${KUBE_VERSION#v}
 bin=$root/bin
 logs=$root/logs
-# The admin's static token: a throwaway credential of a loopback-only test cluster.
-ADMIN_TOKEN=slurm-platform-local-admin
 
 log() { echo "kube-local: $*" >&2; }
 die() {
@@ -124,6 +126,10 @@ build() {
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# The throwaway PKI of a run: the API server's CA and serving certificate, the
+# service-account key pair, and etcd's own CA (so no certificate the API server
+# accepts from its clients opens etcd) with etcd's serving/peer certificate and
+# the API server's etcd client certificate.
 pki() {
 	local dir=$1/pki
 	mkdir -p "$dir"
@@ -135,13 +141,27 @@ pki() {
 		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out apiserver.crt
 		openssl genrsa -out sa.key 2048
 		openssl rsa -in sa.key -pubout -out sa.pub
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=slurm-platform-local-etcd-ca -keyout etcd-ca.key -out etcd-ca.crt
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >etcd-san.ext
+		openssl req -newkey rsa:2048 -nodes -subj /CN=etcd -keyout etcd.key -out etcd.csr
+		openssl x509 -req -in etcd.csr -CA etcd-ca.crt -CAkey etcd-ca.key -CAcreateserial -days 2 -extfile etcd-san.ext -out etcd.crt
+		printf 'extendedKeyUsage=clientAuth\n' >etcd-client.ext
+		openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver-etcd-client -keyout etcd-client.key -out etcd-client.csr
+		openssl x509 -req -in etcd-client.csr -CA etcd-ca.crt -CAkey etcd-ca.key -CAcreateserial -days 2 -extfile etcd-client.ext -out etcd-client.crt
 	) >"$1/logs/pki.log" 2>&1
-	# token,user,uid,groups: the admin and the control plane's own components.
-	printf '%s,admin,admin,system:masters\n' "$ADMIN_TOKEN" >"$dir/tokens.csv"
 }
 
+# A new random admin token for this run (the old one stops working at the API server's restart).
+new_admin_token() {
+	# token,user,uid,groups: the admin and the control plane's own components.
+	printf '%s,admin,admin,system:masters\n' "$(openssl rand -hex 32)" >"$1/pki/tokens.csv"
+}
+
+admin_token() { cut -d, -f1 "$1/pki/tokens.csv"; }
+
 kubeconfig() {
-	local run=$1 port=$2
+	local run=$1 port=$2 token
+	token=$(admin_token "$run")
 	cat >"$run/kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -153,7 +173,7 @@ clusters:
 users:
 - name: admin
   user:
-    token: $ADMIN_TOKEN
+    token: $token
 contexts:
 - name: kwok
   context: {cluster: kwok, user: admin}
@@ -167,10 +187,26 @@ launch() {
 	shift 2
 	# Appends (a restart keeps the crash's log); fd 9, the build lock, stays with us.
 	setsid "$@" >>"$run/logs/$name.log" 2>&1 </dev/null 9>&- &
-	echo $! >"$run/pids/$name.pid"
+	# The start time tells this process from a later one that reuses its PID.
+	echo "$! $(start_time $!)" >"$run/pids/$name.pid"
 }
 
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# start_time PID: the process's start time in clock ticks since boot (/proc/PID/stat field 22), or nothing.
+start_time() {
+	local stat fields
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	stat=${stat##*) } # after the command name, which may hold spaces and parentheses
+	read -r -a fields <<<"$stat"
+	echo "${fields[19]}"
+}
+
+# alive PID_FILE: the process the file names runs and is the one this script started.
+alive() {
+	local pid started
+	[[ -f $1 ]] || return 1
+	read -r pid started <"$1" || true
+	[[ $pid =~ ^[0-9]+$ && -n $started ]] && kill -0 "$pid" 2>/dev/null && [[ "$(start_time "$pid")" == "$started" ]]
+}
 
 # wait_for SECONDS WHAT COMMAND...: bounded polling.
 wait_for() {
@@ -183,18 +219,27 @@ wait_for() {
 }
 
 api_ready() {
-	curl -sf --max-time 2 --cacert "$1/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$2/readyz"
+	curl -sf --max-time 2 --cacert "$1/pki/ca.crt" -H "Authorization: Bearer $(admin_token "$1")" "https://127.0.0.1:$2/readyz"
+}
+
+etcd_healthy() {
+	curl -sf --max-time 2 --cacert "$1/pki/etcd-ca.crt" --cert "$1/pki/etcd-client.crt" --key "$1/pki/etcd-client.key" \
+		"https://127.0.0.1:$2/health"
 }
 
 start_etcd() {
-	local run=$1
+	local run=$1 pki=$1/pki
 	# shellcheck source=/dev/null
 	. "$run/ports.env"
+	# Clients and peers over TLS, each with a certificate of etcd's own CA.
 	launch "$run" etcd "$bin/etcd" --name local --data-dir "$run/etcd" \
-		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-		--initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --quota-backend-bytes 1073741824
-	wait_for 30 etcd curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" || die "etcd not healthy in 30 s: $run/logs/etcd.log"
+		--listen-client-urls "https://127.0.0.1:$ETCD_PORT" --advertise-client-urls "https://127.0.0.1:$ETCD_PORT" \
+		--listen-peer-urls "https://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "https://127.0.0.1:$ETCD_PEER_PORT" \
+		--initial-cluster "local=https://127.0.0.1:$ETCD_PEER_PORT" \
+		--cert-file "$pki/etcd.crt" --key-file "$pki/etcd.key" --client-cert-auth --trusted-ca-file "$pki/etcd-ca.crt" \
+		--peer-cert-file "$pki/etcd.crt" --peer-key-file "$pki/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file "$pki/etcd-ca.crt" \
+		--unsafe-no-fsync --quota-backend-bytes 1073741824
+	wait_for 30 etcd etcd_healthy "$run" "$ETCD_PORT" || die "etcd not healthy in 30 s: $run/logs/etcd.log"
 }
 
 start_apiserver() {
@@ -202,7 +247,8 @@ start_apiserver() {
 	# shellcheck source=/dev/null
 	. "$run/ports.env"
 	launch "$run" kube-apiserver "$bin/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
-		--secure-port "$API_PORT" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+		--secure-port "$API_PORT" --etcd-servers "https://127.0.0.1:$ETCD_PORT" \
+		--etcd-cafile "$pki/etcd-ca.crt" --etcd-certfile "$pki/etcd-client.crt" --etcd-keyfile "$pki/etcd-client.key" \
 		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" --client-ca-file "$pki/ca.crt" \
 		--token-auth-file "$pki/tokens.csv" --authorization-mode Node,RBAC \
 		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
@@ -217,10 +263,14 @@ start() {
 	mkdir -p "$run/logs" "$run/pids"
 	run=$(cd "$run" && pwd)
 	for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
-		! alive "$run/pids/$name.pid" || die "$name already runs in $run (pid $(cat "$run/pids/$name.pid")); stop it first"
+		! alive "$run/pids/$name.pid" || die "$name already runs in $run (pid $(cut -d' ' -f1 "$run/pids/$name.pid")); stop it first"
 	done
-	if [[ ! -f $run/ports.env ]]; then
+	# A run dir of an older version (plain-HTTP etcd, no etcd PKI) starts over: its data is throwaway.
+	if [[ ! -f $run/pki/etcd-client.crt ]]; then
+		rm -rf "$run/pki" "$run/etcd" "$run/ports.env"
 		pki "$run"
+	fi
+	if [[ ! -f $run/ports.env ]]; then
 		cat >"$run/ports.env" <<EOF
 ETCD_PORT=$(free_port)
 ETCD_PEER_PORT=$(free_port)
@@ -229,6 +279,7 @@ EOF
 	fi
 	# shellcheck source=/dev/null
 	. "$run/ports.env"
+	new_admin_token "$run"
 	kubeconfig "$run" "$API_PORT"
 	local started=$SECONDS
 	start_etcd "$run"
@@ -256,10 +307,13 @@ EOF
 stop_one() {
 	local pid_file=$1 pid
 	alive "$pid_file" || {
+		# Gone, or its PID now belongs to another process, which is not ours to kill.
+		[[ ! -f $pid_file ]] || ! kill -0 "$(cut -d' ' -f1 "$pid_file")" 2>/dev/null ||
+			log "$(basename "$pid_file" .pid): pid $(cut -d' ' -f1 "$pid_file") is no longer the process this script started; not killing it"
 		rm -f "$pid_file"
 		return 0
 	}
-	pid=$(cat "$pid_file")
+	read -r pid _ <"$pid_file"
 	kill -TERM "$pid"
 	wait_for 15 "$pid" bash -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null || true
 	rm -f "$pid_file"
@@ -324,6 +378,9 @@ ensure() {
 		start "$run"
 	fi
 }
+
+# Everything a run writes (keys, tokens.csv, kubeconfig, etcd data, logs) is private to us.
+[[ ${1:-} == build || ${1:-} == bin || ${1:-} == kubeconfig ]] || umask 077
 
 case ${1:-} in
 build) build ;;

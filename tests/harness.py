@@ -6,6 +6,7 @@ Shared by the tests and the benchmarks.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Callable
@@ -98,6 +99,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outputs["outputs"] = self.stack_outputs
         elif args.typ == "kubernetes:helm.sh/v4:Chart":
             outputs["resources"] = []
+        elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id and "data" not in outputs:
+            # A Secret read from the cluster (ldap.tls.secretName): a kubernetes.io/tls Secret with its CA.
+            outputs["data"] = {key: base64.b64encode(f"-----{key}-----".encode()).decode() for key in ("tls.crt", "tls.key", "ca.crt")}
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):

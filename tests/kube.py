@@ -65,7 +65,8 @@ class LocalCluster:
         run_script("stop", str(self.run_dir), timeout=120)
 
     def pid(self, process: str) -> int:
-        return int((self.run_dir / "pids" / f"{process}.pid").read_text())
+        # The PID file holds "PID STARTTIME" (kube-local.sh's stop kills only the process it started).
+        return int((self.run_dir / "pids" / f"{process}.pid").read_text().split()[0])
 
     def kill(self, process: str) -> None:
         """Kill one process of the control plane (SIGKILL: a crash, not a shutdown)."""

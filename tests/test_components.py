@@ -256,13 +256,17 @@ def test_ldap_server_service_and_secret(ldap_run):
     assert env["LDAP_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "ldap-secret", "key": "LDAP_ADMIN_PASSWORD"}
     assert server.inputs["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] == "xplat-nfs"
     services = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Service")}
-    assert services["ldap-service"].inputs["spec"]["ports"] == [{"name": "ldap", "port": 389, "targetPort": "ldap"}]
+    assert services["ldap-service"].inputs["spec"]["ports"] == [
+        {"name": "ldap", "port": 389, "targetPort": "ldap"},
+        {"name": "ldaps", "port": 636, "targetPort": "ldaps"},
+    ]
+    assert env["LDAP_ENABLE_TLS"]["value"] == "yes"
     assert services["phpldapadmin"].inputs["spec"]["type"] == "ClusterIP"
-    secrets = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Secret")}
+    secrets = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Secret") if not s.read}
     assert set(secrets) == {"ldap-secret", "sssd-config", "nslcd-config", "ldap-seed"}
     for secret in secrets.values():
         assert "stringData" in secret.secret_inputs and "stringData" in secret.additional_secret_outputs
-    assert ldap_run.outputs["uri"] == "ldap://ldap-service.fpt-hpc.svc.cluster.local:389"
+    assert ldap_run.outputs["uri"] == "ldaps://ldap-service.fpt-hpc.svc.cluster.local:636"
 
 
 def test_ldap_client_config_has_no_password(ldap_run):
@@ -283,12 +287,43 @@ def test_ldap_clients_bind_with_the_read_only_account_never_the_admin(ldap_run):
     assert "ldap_default_authtok = " + "p" * 32 in sssd
     nslcd = ldap_run.named("ldap-nslcd-config").inputs["stringData"]["nslcd.conf"]
     assert f"binddn {READONLY_DN}\n" in nslcd and "bindpw " + "p" * 32 in nslcd
-    assert "uri ldap://ldap-service.fpt-hpc.svc.cluster.local:389" in nslcd
+    assert "uri ldaps://ldap-service.fpt-hpc.svc.cluster.local:636" in nslcd
     for conf in (sssd, nslcd):
         assert "cn=admin" not in conf
     # Both client files carry the read-only password: Pulumi secrets, never plain state.
     for name in ("ldap-sssd-config", "ldap-nslcd-config"):
         assert "stringData" in ldap_run.named(name).secret_inputs
+
+
+def test_ldap_clients_trust_the_ca_of_the_tls_secret(ldap_run):
+    (read,) = [s for s in ldap_run.of_type("kubernetes:core/v1:Secret") if s.read]
+    assert read.import_id == "fpt-hpc/ldap-tls"
+    sssd = ldap_run.named("ldap-sssd-config").inputs["stringData"]
+    nslcd = ldap_run.named("ldap-nslcd-config").inputs["stringData"]
+    # The harness's stand-in TLS Secret carries ca.crt "-----ca.crt-----": copied, not the system bundle.
+    assert sssd["ldap-ca.crt"] == nslcd["ldap-ca.crt"] == "-----ca.crt-----"
+    assert "ldap_tls_cacert = /etc/sssd/ldap-ca.crt\n" in sssd["sssd.conf"]  # soperator 4.x mounts sssd-config at /etc/sssd
+    assert "tls_cacertfile /etc/ldap-ca.crt\n" in nslcd["nslcd.conf"]
+    assert "/etc/ssl/certs/ca-certificates.crt" not in sssd["sssd.conf"] + nslcd["nslcd.conf"]
+
+
+def test_a_tls_secret_without_a_ca_is_an_error_naming_it():
+    from components.ldap import ca_from_tls_data
+
+    assert ca_from_tls_data({"ca.crt": "Q0E="}, "ldap-tls") == "CA"
+    with pytest.raises(ValueError) as error:
+        ca_from_tls_data({"tls.crt": "eA==", "tls.key": "eA=="}, "ldap-tls")
+    assert str(error.value).startswith("Secret ldap-tls (ldap.tls.secretName) has no ca.crt: sssd and nslcd need the CA")
+
+
+def test_phpldapadmin_serves_https_and_verifies_the_directory_with_tls(ldap_run):
+    deployment = ldap_run.named("ldap-phpldapadmin").inputs["spec"]["template"]["spec"]
+    (container,) = deployment["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["PHPLDAPADMIN_HTTPS"] == "true" and env["PHPLDAPADMIN_LDAP_CLIENT_TLS_REQCERT"] == "demand"
+    assert container["ports"] == [{"name": "https", "containerPort": 443}]
+    assert deployment["volumes"] == [{"name": "tls", "secret": {"secretName": "ldap-tls"}}]
+    assert ldap_run.named("ldap-phpldapadmin-service").inputs["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
 
 
 def test_ldap_seed_creates_the_read_only_account_with_a_hashed_password(ldap_run):

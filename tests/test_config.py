@@ -167,11 +167,85 @@ INVALID = [
     ),
     ({"slurm": {"accounting": {"database": "external"}}}, "slurm-platform:slurm.accounting.external: required when database is 'external'"),
     ({"ldap": {"tls": {"enabled": True}}}, "slurm-platform:ldap.tls.secretName: required when tls.enabled is true"),
+    (
+        {"environment": "prod"},
+        "slurm-platform:ldap.tls.enabled: must be true in production: the clients' bind password would cross the pod network in clear",
+    ),
+    (
+        {"environment": "prod", "ldap": {"phpLdapAdmin": True}},
+        "slurm-platform:ldap.phpLdapAdmin: serves the directory's admin login over plain HTTP without ldap.tls",
+    ),
+    (
+        {"kubernetes": {"renderYamlToDirectory": "out"}, "ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}},
+        "slurm-platform:ldap.tls.enabled: needs a cluster: the clients' CA is read from the TLS Secret",
+    ),
     ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: String should match pattern"),
     ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
     (
         {"environment": "prod", "slurm": {"login": {"serviceType": "LoadBalancer"}}},
-        "slurm-platform:slurm.login.serviceType: a production LoadBalancer needs allowedSourceRanges or a private-LB entry",
+        "slurm-platform:slurm.login.serviceType: a production LoadBalancer needs allowedSourceRanges or fpt's private-LB annotation "
+        'in serviceAnnotations (service.beta.kubernetes.io/openstack-internal-load-balancer: "true")',
+    ),
+    # Broad ranges: a bounded share of the public address space, whatever the environment.
+    (
+        {"slurm": {"login": {"allowedSourceRanges": ["0.0.0.0/1"]}}},
+        "slurm-platform:slurm.login.allowedSourceRanges: together reach more public addresses than a /8 (IPv4), nearly the whole "
+        'internet; list the office/VPN ranges, or set slurm.login.allowBroadSourceRanges: true if that many addresses are meant; got ["0.0.0.0/1"]',
+    ),
+    ({"slurm": {"login": {"allowedSourceRanges": ["2000::/3"]}}}, "together reach more public addresses than a /32 (IPv6)"),
+    # The private-LB annotation must be the stack's cloud's, and annotations must not contradict each other.
+    (
+        {
+            "slurm": {
+                "login": {
+                    "serviceAnnotations": {
+                        "service.beta.kubernetes.io/openstack-internal-load-balancer": "false",
+                        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+                    }
+                }
+            }
+        },
+        "slurm-platform:slurm.login.serviceAnnotations: service.beta.kubernetes.io/aws-load-balancer-internal is an annotation of aws; "
+        "this stack's cloud is fpt",
+    ),
+    (
+        {
+            "cloud": "aws",
+            "slurm": {
+                "login": {
+                    "serviceAnnotations": {
+                        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
+                        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+                    }
+                }
+            },
+        },
+        "slurm-platform:slurm.login.serviceAnnotations: conflicting annotations: service.beta.kubernetes.io/aws-load-balancer-internal: 'true' (private)",
+    ),
+    ({"cloud": "openstack"}, "slurm-platform:cloud: Input should be 'fpt', 'alibaba', 'aws', 'gcp' or 'azure'"),
+    # soperator's own LoadBalancer keeps its node ports whatever its annotations say.
+    (
+        {
+            "environment": "prod",
+            "cloud": "alibaba",
+            "ldap": {"enabled": False},
+            "slurm": {
+                "login": {
+                    "serviceType": "LoadBalancer",
+                    "serviceAnnotations": {
+                        "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
+                        "service.beta.kubernetes.io/backend-type": "eni",
+                    },
+                }
+            },
+        },
+        "slurm-platform:slurm.login.nodePortsFirewalled: soperator's login LoadBalancer keeps node ports (its CRD cannot turn them off)",
+    ),
+    # Node ports beside a restricted LoadBalancer are not covered by its source ranges.
+    (
+        {"environment": "prod", "slurm": {"login": {"allowedSourceRanges": ["203.0.113.0/24"]}}},
+        "slurm-platform:slurm.login.nodePortsFirewalled: soperator keeps its login Service on NodePort 30022 beside the restricted "
+        "LoadBalancer, open on every node and not covered by loadBalancerSourceRanges",
     ),
     (
         {"slurm": {"worker": {"slurmd": {"cpu": "1", "memory": "1Gi", "ephemeralStorage": "1Gi", "gpu": 16}}}},

@@ -16,6 +16,7 @@ import pytest
 
 from components.config import ConfigError, parse_config
 from components.platform import build_platform
+from policies import kube_rules
 from tests.config_walk import KEY, VALUE, Loc, StringField, locate, string_fields, with_value
 from tests.harness import PROJECT, Run, run_under_mocks, stack_config
 from tests.test_bad_config import KEY as SSH_KEY
@@ -52,7 +53,6 @@ COMMON_EXTRAS: dict[str, Any] = {
     "ldap.storageClassName": "standard-rwo",
     "slurm.images.tag": "1.14.10-jammy-slurm24.05.2",
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
-    "slurm.login.serviceAnnotations": {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"},
     "slurm.slinky.controllerStorageClassName": "standard-rwo",
 }
 TENANT = {"name": "team-a", "ldapGroup": "team-a-users", "users": ["alice"], "namespace": True, "priorities": ["prod", "test", "oppo"]}
@@ -89,14 +89,20 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "tenants": [{**TENANT, "cells": [{"pool": "a10", "gpusPerCell": 1, "cells": 1}]}],
         },
     ),
-    "slinky": ("prod-hcm", {"slurm.slinky.restApi": True, "kubernetes.renderYamlToDirectory": "rendered"}),
+    # Rendered to a directory (its string reaches no file), so a dev stack: TLS needs a cluster to read the CA from.
+    "slinky": (
+        "prod-hcm",
+        {"slurm.slinky.restApi": True, "kubernetes.renderYamlToDirectory": "rendered", "environment": "dev", "ldap.tls": {"enabled": False}},
+    ),
 }
 
 
 def base_config(name: str) -> dict[str, Any]:
     stack, extras = BASES[name]
     raw = copy.deepcopy(stack_config(stack))
-    for dotted, value in {**COMMON_EXTRAS, **extras}.items():
+    # The private-LB annotation of the stack's own cloud (another cloud's is refused).
+    private_lb = {"slurm.login.serviceAnnotations": kube_rules.PRIVATE_LB_ANNOTATIONS[raw.get("cloud", "fpt")]}
+    for dotted, value in {**COMMON_EXTRAS, **private_lb, **extras}.items():
         _set(raw, dotted, copy.deepcopy(value))
     return raw
 

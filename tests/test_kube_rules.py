@@ -196,10 +196,52 @@ def test_image_references():
     assert rules.image_repository_errors("ghcr.io/mellanox/plugin:v1")
 
 
-def test_private_load_balancer_annotations():
+def test_private_load_balancer_annotations_are_the_clouds_own():
     alibaba = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"
-    assert rules.private_lb_annotation({alibaba: "intranet"}) == alibaba
-    assert rules.private_lb_annotation({alibaba: "Intranet "}) == alibaba
-    assert rules.private_lb_annotation({alibaba: "internet"}) is None
-    assert rules.private_lb_annotation({"example.com/internal": "true"}) is None
-    assert rules.private_lb_annotation(None) is None
+    openstack = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+    aws_internal = "service.beta.kubernetes.io/aws-load-balancer-internal"
+    aws_scheme = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+    assert rules.private_lb_annotation({alibaba: "intranet"}, "alibaba") == alibaba
+    assert rules.private_lb_annotation({alibaba: "Intranet "}, "alibaba") == alibaba
+    assert rules.private_lb_annotation({alibaba: "internet"}, "alibaba") is None
+    assert rules.private_lb_annotation({openstack: "true"}, "fpt") == openstack
+    # Another cloud's key is ignored by this cloud's controller, and an error.
+    assert rules.private_lb_annotation({alibaba: "intranet"}, "fpt") is None
+    # The finding: OpenStack says public, an AWS key says private, on an FPT stack.
+    conflicting = {openstack: "false", aws_internal: "true"}
+    assert rules.private_lb_annotation(conflicting, "fpt") is None
+    assert rules.lb_annotation_problems(conflicting, "fpt") == [
+        f"{aws_internal} is an annotation of aws; this stack's cloud is fpt, whose load balancers ignore it "
+        f'(its private-LB annotation: {openstack}: "true")'
+    ]
+    # Two keys of the same cloud that disagree.
+    disagree = {aws_scheme: "internet-facing", aws_internal: "true"}
+    assert rules.private_lb_annotation(disagree, "aws") is None
+    assert rules.lb_annotation_problems(disagree, "aws") == [
+        f"conflicting annotations: {aws_internal}: 'true' (private), {aws_scheme}: 'internet-facing' (public)"
+    ]
+    assert rules.lb_annotation_problems({aws_scheme: "internal", aws_internal: "true"}, "aws") == []
+    assert rules.private_lb_annotation({"example.com/internal": "true"}, "fpt") is None
+    assert rules.private_lb_annotation(None, "fpt") is None
+    assert set(rules.CLOUDS) == {"fpt", "alibaba", "aws", "gcp", "azure"}
+    assert rules.pod_backends({"service.beta.kubernetes.io/backend-type": "ENI"}, "alibaba")
+    assert not rules.pod_backends({"service.beta.kubernetes.io/backend-type": "eni"}, "fpt")
+
+
+@pytest.mark.parametrize(
+    "ranges,broad",
+    [
+        (["0.0.0.0/1"], ["IPv4"]),  # half the internet was "restricted" before
+        (["2000::/3"], ["IPv6"]),  # all of global unicast
+        (["11.0.0.0/8", "12.0.0.0/8"], ["IPv4"]),  # the share is of all ranges together
+        (["::ffff:0.0.0.0/97"], ["IPv4"]),  # IPv4-mapped: the same hosts as 0.0.0.0/1
+        (["4.0.0.0/7", "2001:db8::/33", "2c00::/31"], ["IPv4", "IPv6"]),
+        (["11.0.0.0/8"], []),  # exactly the limit
+        (["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"], []),  # private space is not public
+        (["fc00::/7", "2001:db8::/32"], []),  # unique local and documentation
+        (["2400:cb00::/32", "203.0.113.0/24", "198.51.100.16/28"], []),
+    ],
+)
+def test_broad_source_ranges_are_judged_by_the_public_addresses_they_reach(ranges, broad):
+    assert rules.broad_families(ranges) == broad
+    assert rules.MAX_PUBLIC_ADDRESSES == {4: 2**24, 6: 2**96}

@@ -267,6 +267,101 @@ def test_ack_login_is_a_private_clb_with_the_guides_labels(ack_config):
     assert labels.items() <= head["metadata"]["labels"].items()
 
 
+ACK_INTERNET = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}
+
+
+def ack_prod(login):
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["environment"] = "prod"
+    raw["ldap"] = {**raw.get("ldap", {}), "tls": {"enabled": True, "secretName": "ldap-tls"}}
+    raw["slurm"]["login"] = login
+    return raw
+
+
+@pytest.mark.parametrize(
+    "login, path, expected",
+    [
+        # serviceType defaults to NodePort, yet ACK always declares a LoadBalancer, and the user's
+        # address-type: internet overrides the intranet default: the prod rule must still run.
+        (
+            {"serviceAnnotations": ACK_INTERNET, "nodePortsFirewalled": True},
+            "slurm.login.allowedSourceRanges",
+            "ACK's login is always a LoadBalancer (serviceAnnotations override its intranet default), and a production one "
+            "needs allowedSourceRanges or alibaba's private-LB annotation in serviceAnnotations",
+        ),
+        ({}, "slurm.login.nodePortsFirewalled", "alibaba's load balancer reaches the login pods through node ports"),
+        (
+            {"serviceAnnotations": {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"}, "nodePortsFirewalled": True},
+            "slurm.login.serviceAnnotations",
+            "is an annotation of fpt; this stack's cloud is alibaba",
+        ),
+    ],
+)
+def test_ack_login_falls_under_the_production_exposure_rules(login, path, expected):
+    with pytest.raises(ConfigError) as error:
+        parse_config(ack_prod(login))
+    line = next((line for line in str(error.value).splitlines() if line.strip().startswith(f"slurm-platform:{path}:")), None)
+    assert line is not None, str(error.value)
+    assert expected in line, line
+
+
+def test_ack_prod_login_passes_private_or_with_pod_backends():
+    assert ack.login_service(parse_config(ack_prod({"nodePortsFirewalled": True})))["metadata"]["annotations"] == {
+        "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"
+    }
+    eni = parse_config(ack_prod({"serviceAnnotations": {"service.beta.kubernetes.io/backend-type": "eni"}}))
+    assert ack.login_service(eni)["spec"]["allocateLoadBalancerNodePorts"] is False
+
+
+@pytest.mark.parametrize(
+    "stack, cloud, annotations, service",
+    [
+        ("prod-hanoi", "aws", {"service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip"}, soperator1.restricted_login_service),
+        ("prod-hoalac", "alibaba", {"service.beta.kubernetes.io/backend-type": "eni"}, soperator1.restricted_login_service),
+        (
+            "prod-hcm",
+            "alibaba",
+            {"service.beta.kubernetes.io/backend-type": "eni"},
+            lambda c: {"spec": slinky.loginset(c)["spec"]["service"]["spec"]},
+        ),
+        ("staging-hangzhou", "alibaba", {"service.beta.kubernetes.io/backend-type": "eni"}, ack.login_service),
+    ],
+)
+def test_load_balancers_drop_node_ports_where_the_cloud_reaches_pods(stack, cloud, annotations, service):
+    raw = copy.deepcopy(stack_config(stack))
+    assert "allocateLoadBalancerNodePorts" not in service(parse_config(raw))["spec"]  # onto nodes: the ports are needed
+    raw["cloud"] = cloud
+    raw["slurm"]["login"]["serviceAnnotations"] = annotations
+    assert service(parse_config(raw))["spec"]["allocateLoadBalancerNodePorts"] is False
+
+
+def test_ldap_ca_reaches_the_clients_where_their_config_points():
+    """sssd.conf / nslcd.conf name the CA file; every pod that reads them has it (soperator 4.x mounts sssd-config whole)."""
+    hcm = parse_config(stack_config("prod-hcm"))
+    ca_volume = {"name": "ldap-ca", "secret": {"secretName": "sssd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}}
+    ca_mount = {"name": "ldap-ca", "mountPath": "/etc/sssd/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True}
+    login = slinky.loginset(hcm)["spec"]
+    assert ca_volume in login["template"]["spec"]["volumes"] and ca_mount in login["login"]["volumeMounts"]
+    nodesets = [r.manifest for r in slinky.render(hcm) if r.manifest["kind"] == "NodeSet"]
+    assert nodesets
+    for nodeset in nodesets:
+        assert ca_volume in nodeset["spec"]["template"]["spec"]["volumes"] and ca_mount in nodeset["spec"]["slurmd"]["volumeMounts"]
+    raw = ack_prod({"nodePortsFirewalled": True})
+    templates = ack_templates(ack.slurm_cluster_manifest(parse_config(raw)))
+    assert templates
+    for template in templates:
+        spec = template["spec"]
+        assert {"name": "ldap-ca", "secret": {"secretName": "nslcd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}} in spec[
+            "volumes"
+        ]
+        assert {"name": "ldap-ca", "mountPath": "/etc/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True} in spec["containers"][0][
+            "volumeMounts"
+        ]
+    raw["ldap"] = {}
+    raw["environment"] = "staging"
+    assert all("ldap-ca" not in str(t) for t in ack_templates(ack.slurm_cluster_manifest(parse_config(raw))))
+
+
 def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):
     rendered = {r.role: r for r in ack.render(ack_config)}
     (rule,) = rendered["copilot-role"].manifest["rules"]

@@ -28,8 +28,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components.config import parse_config
-from components.ldap import ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
+from components.config import ConfigError, PlatformConfig, parse_config
+from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
 from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
@@ -149,12 +149,110 @@ def nodes(cluster: dict[str, Any]) -> dict[str, Any]:
     return cluster["spec"]["slurmNodes"]
 
 
+OPENSTACK_INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+ALIBABA_ADDRESS_TYPE = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"
+
+
+@pytest.mark.parametrize(
+    "stack, login, top, refused_expected",
+    [
+        ("prod-hanoi", {}, {}, False),
+        ("prod-hanoi", {"allowedSourceRanges": ["0.0.0.0/1"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["2000::/3"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["11.0.0.0/8", "12.0.0.0/8"]}, {}, True),
+        ("prod-hanoi", {"allowedSourceRanges": ["0.0.0.0/1"], "allowBroadSourceRanges": True}, {}, False),
+        ("prod-hanoi", {"nodePortsFirewalled": False}, {}, True),
+        ("prod-hangzhou", {}, {}, False),
+        ("prod-hangzhou", {"serviceAnnotations": {OPENSTACK_INTERNAL: "true"}}, {}, True),
+        ("prod-hangzhou", {"serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "internet"}}, {}, True),
+        ("prod-hangzhou", {"serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "intranet"}}, {"cloud": "fpt"}, True),
+        ("prod-hcm", {}, {}, False),
+        ("prod-hcm", {"allowedSourceRanges": ["0.0.0.0/1"]}, {}, True),
+        ("prod-hcm", {"nodePortsFirewalled": False}, {}, True),
+        (
+            "prod-hcm",
+            {
+                "allowedSourceRanges": [],
+                "serviceAnnotations": {OPENSTACK_INTERNAL: "false", "service.beta.kubernetes.io/aws-load-balancer-internal": "true"},
+            },
+            {},
+            True,
+        ),
+        ("staging-hangzhou", {"allowedSourceRanges": [], "serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "internet"}}, {"environment": "prod"}, True),
+        ("staging-hangzhou", {"allowedSourceRanges": []}, {"environment": "prod"}, False),  # ACK's intranet default
+    ],
+)
+def test_config_and_policy_agree_on_exposure(stack, login, top, refused_expected):
+    """The stack config refuses a production login exposure exactly when the pack, configured like the stack, does."""
+    raw = copy.deepcopy(stack_config(stack))
+    raw["slurm"]["login"] = {**raw["slurm"]["login"], **login}
+    raw.update(top)
+    try:
+        parse_config(raw)
+        refused: list[str] = []
+    except ConfigError as error:
+        refused = str(error).splitlines()[1:]
+        assert all(line.strip().startswith(("slurm-platform:slurm.login.", "slurm-platform:cloud:")) for line in refused), refused
+    # The same stack with the rules across fields skipped, so it renders what the config would have refused.
+    config = PlatformConfig.model_validate(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw, stack=stack)
+    mirrored = {
+        "cloud": config.cloud,
+        "allowBroadSourceRanges": config.slurm.login.allow_broad_source_ranges,
+        "nodePortsFirewalled": config.slurm.login.node_ports_firewalled,
+    }
+    violations = check("restricted-load-balancers", *(as_policy_resource(r) for r in run.resources), config=mirrored)
+    assert bool(refused) == refused_expected, refused
+    assert bool(refused) == bool(violations), (refused, violations)
+
+
+# ---------------------------------------------------------------------------
+# ldap-requires-tls
+
+
+def test_ldap_requires_tls_on_the_client_config_and_phpldapadmin():
+    plain = parse_config(stack_config("dev")).ldap
+    tls = parse_config(stack_config("prod-hanoi")).ldap
+    for ldap, found in ((plain, 1), (tls, 0)):
+        config_map = {"metadata": {"name": "ldap-client-config", "namespace": "fpt-hpc"}, "data": {"ldap.conf": ldap_conf(ldap, "fpt-hpc")}}
+        messages = check("ldap-requires-tls", resource(CONFIG_MAP, config_map))
+        assert len(messages) == found, messages
+    one(
+        check(
+            "ldap-requires-tls",
+            resource(CONFIG_MAP, {"metadata": {"name": "c"}, "data": {"ldap.conf": "BASE\tdc=x\nURI\tldap://ldap-service:389\n"}}),
+        ),
+        "ConfigMap c points the LDAP clients at ldap://ldap-service:389: binds and lookups cross the network unencrypted",
+    )
+    php = dict(php_ldap_admin_deployment(plain.model_copy(update={"php_ldap_admin": True}), "fpt-hpc"))
+    one(check("ldap-requires-tls", resource(DEPLOYMENT, php)), "fpt-hpc/phpldapadmin runs phpLDAPadmin over plain HTTP")
+    assert check("ldap-requires-tls", resource(DEPLOYMENT, php_ldap_admin_deployment(tls, "fpt-hpc"))) == []
+
+
+@pytest.mark.parametrize("stack", ["prod-hanoi", "prod-hcm", "prod-hoalac", "prod-hangzhou"])
+@pytest.mark.parametrize("tls", [True, False])
+def test_config_and_policy_agree_on_ldap_tls(stack, tls):
+    raw = copy.deepcopy(stack_config(stack))
+    raw["ldap"] = {**raw.get("ldap", {}), "tls": raw["ldap"]["tls"] if tls else {"enabled": False}}
+    try:
+        parse_config(raw)
+        refused: list[str] = []
+    except ConfigError as error:
+        refused = str(error).splitlines()[1:]
+        assert all(line.strip().startswith("slurm-platform:ldap.") for line in refused), refused
+    assert bool(refused) == (not tls)
+    config = PlatformConfig.model_validate(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw, stack=stack)
+    violations = check("ldap-requires-tls", *(as_policy_resource(r) for r in run.resources))
+    assert bool(violations) == (not tls), violations
+
+
 # ---------------------------------------------------------------------------
 # The pack itself
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 14
+    assert len(POLICIES) == len(ALL_POLICIES) == 15
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")
@@ -570,6 +668,9 @@ def test_worker_fit_without_pools_is_silent(cluster):
 # restricted-load-balancers
 
 
+FIREWALLED = {"nodePortsFirewalled": True}
+
+
 def lb_service(spec=None, annotations=None, name="ssh"):
     return resource(
         SERVICE,
@@ -584,7 +685,7 @@ def test_load_balancers_accept_our_restricted_login_service(hanoi, cluster):
     service = restricted_login_service(hanoi)
     assert service is not None
     assert service["spec"]["type"] == "LoadBalancer" and nodes(cluster)["login"]["sshdServiceType"] == "NodePort"
-    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, service)) == []
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, service), config=FIREWALLED) == []
 
 
 def test_load_balancers_reject_an_open_service():
@@ -603,17 +704,18 @@ def test_load_balancers_reject_an_open_source_range():
 
 
 @pytest.mark.parametrize(
-    "annotations",
+    "cloud,annotations",
     [
-        {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"},
-        {"networking.gke.io/load-balancer-type": "Internal"},
-        {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"},
-        {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"},
-        {"service.beta.kubernetes.io/load-balancer-source-ranges": "203.0.113.0/24"},
+        ("alibaba", {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"}),
+        ("fpt", {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"}),
+        ("gcp", {"networking.gke.io/load-balancer-type": "Internal"}),
+        ("azure", {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}),
+        ("aws", {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}),
+        ("fpt", {"service.beta.kubernetes.io/load-balancer-source-ranges": "203.0.113.0/24"}),
     ],
 )
-def test_load_balancers_accept_private_annotations(annotations):
-    assert check("restricted-load-balancers", lb_service(annotations=annotations)) == []
+def test_load_balancers_accept_private_annotations(cloud, annotations):
+    assert check("restricted-load-balancers", lb_service(annotations=annotations), config={**FIREWALLED, "cloud": cloud}) == []
 
 
 @pytest.mark.parametrize(
@@ -634,8 +736,21 @@ def test_load_balancers_judge_ranges_by_what_they_cover(ranges, family):
 
 
 def test_load_balancers_accept_narrow_ranges_however_spelled():
-    narrow = ["0.0.0.0/1", "203.0.113.0/24", "2001:db8::/33"]
-    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": narrow})) == []
+    narrow = ["11.0.0.0/8", "203.0.113.0/24", "2001:db8::/33", "2400:cb00::/32"]
+    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": narrow}), config=FIREWALLED) == []
+
+
+@pytest.mark.parametrize(
+    "ranges,limit",
+    [(["0.0.0.0/1"], "a /8 (IPv4)"), (["2000::/3"], "a /32 (IPv6)"), (["11.0.0.0/8", "12.0.0.0/8"], "a /8 (IPv4)")],
+)
+def test_load_balancers_reject_broad_ranges_unless_allowed(ranges, limit):
+    one(
+        check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ranges}), config=FIREWALLED),
+        f"loadBalancerSourceRanges {ranges} together reach more public addresses than {limit}, nearly the whole internet",
+    )
+    allowed = {**FIREWALLED, "allowBroadSourceRanges": True}
+    assert check("restricted-load-balancers", lb_service({"loadBalancerSourceRanges": ranges}), config=allowed) == []
 
 
 def test_load_balancers_an_internet_address_type_is_public():
@@ -643,6 +758,7 @@ def test_load_balancers_an_internet_address_type_is_public():
         check(
             "restricted-load-balancers",
             lb_service(annotations={"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}),
+            config={"cloud": "alibaba"},
         ),
         "no private-LB annotation",
     )
@@ -650,18 +766,54 @@ def test_load_balancers_an_internet_address_type_is_public():
 
 def test_load_balancers_reject_a_wrong_annotation_value():
     one(
-        check("restricted-load-balancers", lb_service(annotations={"service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"})),
+        check(
+            "restricted-load-balancers",
+            lb_service(annotations={"service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"}),
+            config={"cloud": "aws"},
+        ),
         "no private-LB annotation",
     )
 
 
-def test_load_balancers_private_annotations_are_configurable():
-    config = {"privateLoadBalancerAnnotations": {"lb.example.com/internal": "yes"}}
-    assert check("restricted-load-balancers", lb_service(annotations={"lb.example.com/internal": "yes"}), config=config) == []
+def test_load_balancers_count_only_the_clouds_own_private_annotation():
+    openstack = {"service.beta.kubernetes.io/openstack-internal-load-balancer": "true"}
+    assert check("restricted-load-balancers", lb_service(annotations=openstack), config=FIREWALLED) == []
+    # The finding: OpenStack's key says public, an AWS key says private, on an FPT stack.
+    conflicting = {
+        "service.beta.kubernetes.io/openstack-internal-load-balancer": "false",
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    }
+    found = check("restricted-load-balancers", lb_service(annotations=conflicting), config=FIREWALLED)
+    assert len(found) == 2, found
+    assert "has load-balancer annotations that contradict: service.beta.kubernetes.io/aws-load-balancer-internal is an annotation of aws" in found[0]
+    assert "Service fpt-hpc/ssh is a LoadBalancer reachable from the internet" in found[1]
+    found = check("restricted-load-balancers", lb_service(annotations=openstack), config={"cloud": "alibaba", "nodePortsFirewalled": True})
+    assert len(found) == 2 and "is an annotation of fpt; this stack's cloud is alibaba" in found[0], found
+    assert "no private-LB annotation" in found[1]
+
+
+def test_load_balancers_node_ports_are_closed_or_firewalled(hanoi, cluster):
+    restricted = restricted_login_service(hanoi)
+    assert restricted is not None
+    found = check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, restricted))
+    assert len(found) == 2, found
+    assert "Service fpt-hpc/fpt-hpc-login-ssh is a LoadBalancer with node ports, open on every node" in found[0]
+    assert "SlurmCluster fpt-hpc/fpt-hpc keeps its login Service fpt-hpc-login-svc on NodePort 30022 beside the restricted" in found[1]
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), resource(SERVICE, restricted), config=FIREWALLED) == []
+    eni = {"service.beta.kubernetes.io/backend-type": "eni"}
+    ranges = {"loadBalancerSourceRanges": ["203.0.113.0/24"]}
     one(
-        check("restricted-load-balancers", lb_service(annotations={"networking.gke.io/load-balancer-type": "Internal"}), config=config),
-        'lb.example.com/internal: "yes"',
+        check("restricted-load-balancers", lb_service(ranges, annotations=eni), config={"cloud": "alibaba"}),
+        "Fix: set spec.allocateLoadBalancerNodePorts: false",
     )
+    closed = lb_service({**ranges, "allocateLoadBalancerNodePorts": False}, annotations=eni)
+    assert check("restricted-load-balancers", closed, config={"cloud": "alibaba"}) == []
+    # soperator's own LoadBalancer cannot drop them: only the firewall covers it.
+    nodes(cluster)["login"].update(
+        sshdServiceType="LoadBalancer",
+        sshdServiceAnnotations={"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet", **eni},
+    )
+    one(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), config={"cloud": "alibaba"}), "make sure the nodes' firewall admits")
 
 
 def test_load_balancers_ignore_cluster_ip_services():
@@ -682,17 +834,22 @@ def test_load_balancers_accept_a_private_slurm_login():
     hangzhou = slurm_cluster_manifest(parse_config(stack_config("prod-hangzhou")))
     login = nodes(hangzhou)["login"]
     assert login["sshdServiceType"] == "LoadBalancer" and login["sshdServiceAnnotations"]
-    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou)) == []
+    assert check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou), config={**FIREWALLED, "cloud": "alibaba"}) == []
+    one(
+        check("restricted-load-balancers", resource(SLURM_CLUSTER, hangzhou), config={"cloud": "alibaba"}),
+        "SlurmCluster slurm/ack-hpc's login Service ack-hpc-login-svc is a LoadBalancer with node ports",
+    )
 
 
 def test_load_balancers_companion_service_passes_only_when_configured(cluster):
     nodes(cluster)["login"]["sshdServiceType"] = "LoadBalancer"
     companion = lb_service({"loadBalancerSourceRanges": ["203.0.113.0/24"]})
     resources = [resource(SLURM_CLUSTER, cluster), companion]
-    one(check("restricted-load-balancers", *resources), "has sshdServiceType LoadBalancer")
-    assert check("restricted-load-balancers", *resources, config={"acceptCompanionService": True}) == []
+    one(check("restricted-load-balancers", *resources, config=FIREWALLED), "has sshdServiceType LoadBalancer")
+    accept = {**FIREWALLED, "acceptCompanionService": True}
+    assert check("restricted-load-balancers", *resources, config=accept) == []
     open_companion = lb_service({"loadBalancerSourceRanges": ["0.0.0.0/0"]})
-    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion, config={"acceptCompanionService": True})) == 2
+    assert len(check("restricted-load-balancers", resource(SLURM_CLUSTER, cluster), open_companion, config=accept)) == 2
 
 
 # ---------------------------------------------------------------------------
@@ -1052,7 +1209,10 @@ def mocked_stacks(mocked_runs):
 
 
 def run_pack(resources: list[PolicyResource], env: str) -> dict[str, list[str]]:
-    return {name: check(name, *resources, config=config_for(env, name)) for name in POLICIES}
+    """Every policy the stack's config does not disable (the engine skips those), with its config."""
+    enabled = [name for name in POLICIES if (policy_configs(env).get(name) or {}).get("enforcementLevel") != "disabled"]
+    assert enabled
+    return {name: check(name, *resources, config=config_for(env, name)) for name in enabled}
 
 
 @pytest.mark.parametrize("stack_name", ENVIRONMENTS)

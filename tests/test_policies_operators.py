@@ -152,10 +152,13 @@ def test_ack_worker_groups_count_and_fit(ack_resources):
 
 def test_ack_login_service_is_seen_by_the_exposure_rule(ack_resources):
     service = copy.deepcopy(dict(next(r for r in ack_resources if r.resource_type == SERVICE).props))
-    assert check("restricted-load-balancers", resource(SERVICE, service)) == []
+    alibaba = {"cloud": "alibaba", "nodePortsFirewalled": True}
+    assert check("restricted-load-balancers", resource(SERVICE, service), config=alibaba) == []
+    # The intranet default is Alibaba's own annotation: on another cloud's stack it is a contradiction.
+    assert "is an annotation of alibaba" in check("restricted-load-balancers", resource(SERVICE, service), config={"nodePortsFirewalled": True})[0]
     service["metadata"]["annotations"] = {}
     service["spec"]["loadBalancerSourceRanges"] = ["0.0.0.0/0"]
-    one(check("restricted-load-balancers", resource(SERVICE, service)), "Service slurm/ack-slurm-cluster-1-login is a LoadBalancer")
+    one(check("restricted-load-balancers", resource(SERVICE, service), config=alibaba), "Service slurm/ack-slurm-cluster-1-login is a LoadBalancer")
 
 
 # ---------------------------------------------------------------------------
@@ -190,11 +193,18 @@ def test_slinky_references_pass_and_missing_keys_fail(slinky_run):
 
 def test_slinky_loginset_exposure(slinky_run):
     loginset = copy.deepcopy(next(r for r in slinky_run.resources if r.type == SLINKY_LOGINSET).inputs)
-    assert check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset)) == []
+    firewalled = {"nodePortsFirewalled": True}
+    assert check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset), config=firewalled) == []
+    one(
+        check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset)),
+        "LoginSet slinky-hpc/slinky-hpc-login is a LoadBalancer with node ports",
+    )
     del loginset["spec"]["service"]["spec"]["loadBalancerSourceRanges"]
-    one(check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset)), "LoginSet slinky-hpc/slinky-hpc-login exposes SSH")
+    one(
+        check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset), config=firewalled), "LoginSet slinky-hpc/slinky-hpc-login exposes SSH"
+    )
     loginset["spec"]["service"]["metadata"] = {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
-    assert check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset)) == []
+    assert check("restricted-load-balancers", resource(SLINKY_LOGINSET, loginset), config={**firewalled, "cloud": "aws"}) == []
 
 
 def test_slinky_demand_counts_every_cr(slinky_run):

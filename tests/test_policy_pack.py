@@ -98,3 +98,14 @@ def test_the_pack_imports_nothing_outside_itself_but_pulumi_policy():
     for source in sources:
         foreign = imported_modules(source) - set(sys.stdlib_module_names) - installed
         assert not foreign, f"{source.relative_to(ROOT)} imports {sorted(foreign)}, which policies/requirements.txt does not install"
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_each_policy_config_mirrors_its_stacks_exposure_keys(stack):
+    """The pack cannot read the stack config: its cloud and opt-outs must say the same."""
+    config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    login = (config.get("slurm-platform:slurm") or {}).get("login", {})
+    policy = json.loads((ROOT / "policies" / "config" / f"{stack}.json").read_text())["restricted-load-balancers"]
+    assert policy["cloud"] == config.get("slurm-platform:cloud", "fpt")
+    assert policy["allowBroadSourceRanges"] == login.get("allowBroadSourceRanges", False)
+    assert policy["nodePortsFirewalled"] == login.get("nodePortsFirewalled", False)

@@ -87,8 +87,11 @@ def references(manifest: dict[str, Any]) -> Iterator[Reference]:
             return
         if not isinstance(node, dict):
             return
-        if isinstance(node.get("volumes"), list):  # a pod spec: its volumes by name, for subPath
-            volumes = {v["name"]: v for v in node["volumes"] if isinstance(v, dict) and "name" in v}
+        # A pod spec's volumes by name, for subPath; Slinky's CRs keep the container (`slurmd`, `login`)
+        # beside `template.spec`, so its mounts resolve against the template's volumes.
+        pod_volumes = node.get("volumes", ((node.get("template") or {}).get("spec") or {}).get("volumes"))
+        if isinstance(pod_volumes, list):
+            volumes = {v["name"]: v for v in pod_volumes if isinstance(v, dict) and "name" in v}
         for key, value in node.items():
             here = f"{path}.{key}"
             if key == "configMap" and isinstance(value, dict) and "name" in value:

@@ -315,3 +315,92 @@ def test_every_policy_config_a_workflow_names_exists():
         assert config == f"policies/config/{stack}.json" and (ROOT / config).is_file(), f"{workflow}:{job}: {config}"
         named += 1
     assert named == 2 * len(DEPLOYED_STACKS)
+
+
+# --- least privilege for CI credentials -----------------------------------------------
+
+CREDENTIAL_SECRETS = {"KUBECONFIG", "PULUMI_CONFIG_PASSPHRASE", "BACKEND_ACCESS_KEY_ID", "BACKEND_SECRET_ACCESS_KEY"}
+ACTIONS = sorted((ROOT / ".github" / "actions").glob("*/action.yml"))
+# What installs or runs code fetched from a registry (pip, go, the toolchain script, setup actions).
+INSTALLS = re.compile(r"make venv|pip install|go run|go build|install-pulumi|actions/setup-")
+
+
+def step_text(step: dict[str, Any]) -> str:
+    return " ".join(every_text(step))
+
+
+def credential_secrets(step: dict[str, Any]) -> set[str]:
+    return {
+        name
+        for context, name in ((c, d or i) for text in every_text(step) for e in EXPRESSION.findall(text) for c, d, i in CONTEXT_NAME.findall(e))
+        if context == "secrets" and name in CREDENTIAL_SECRETS
+    }
+
+
+def test_previews_run_in_environments_deploy_and_drift_never_use():
+    previews = {environment for _, _, _, environment, _ in stack_jobs("preview.yml")}
+    assert previews and all(environment.endswith("-preview") for environment in previews), previews
+    writers = {environment for workflow in ("deploy.yml", "drift.yml") for _, _, _, environment, _ in stack_jobs(workflow)}
+    assert not previews & writers, previews & writers
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[readme.index("### One-time setup per stack") :]
+    for stack in DEPLOYED_STACKS:
+        assert re.search(rf"`{stack}-preview`[^\n]*read-only", setup), f"{stack}-preview: the README must say its credentials are read-only"
+
+
+@pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
+def test_credentials_reach_only_pulumi_steps_after_every_install(workflow):
+    for job, _, _stack, _, steps in stack_jobs(workflow):
+        holders = [i for i, step in enumerate(steps) if credential_secrets(step)]
+        assert holders, f"{workflow}:{job} passes no credentials"
+        for i in holders:
+            step = steps[i]
+            assert any(
+                step_uses(step, prefix) for prefix in ("pulumi/actions@", "./.github/actions/stack-setup", "./.github/actions/slurm-available")
+            ), f"{workflow}:{job} step {i} ({step.get('name') or step.get('uses') or step.get('run')}) gets {credential_secrets(step)}"
+        installs = [i for i, step in enumerate(steps) if INSTALLS.search(step_text(step)) and not step_uses(step, "./.github/actions/stack-setup")]
+        assert installs and max(installs) < min(holders), f"{workflow}:{job}: an install step runs after credentials are handed out"
+
+
+def test_the_setup_action_installs_first_and_exports_no_credential():
+    for path in ACTIONS:
+        steps = load(path)["runs"]["steps"]
+        with_credentials = [
+            i
+            for i, step in enumerate(steps)
+            if set(step.get("env", {})) & {"KUBECONFIG_CONTENT", "PULUMI_CONFIG_PASSPHRASE", "BACKEND_ACCESS_KEY_ID", "BACKEND_SECRET_ACCESS_KEY"}
+        ]
+        installs = [i for i, step in enumerate(steps) if INSTALLS.search(step_text(step))]
+        if installs and with_credentials:
+            assert max(installs) < min(with_credentials), f"{path.parent.name}: an install step runs after a credential step"
+        for i in with_credentials:
+            assert "GITHUB_ENV" not in steps[i].get("run", ""), f"{path.parent.name} step {steps[i]['name']} exports credentials to every later step"
+    setup = load(SETUP_ACTION)["runs"]["steps"]
+    assert any(INSTALLS.search(step_text(step)) for step in setup)
+
+
+def action_references(path: Path) -> list[tuple[str, str]]:
+    """(uses value, the rest of its line) for every `uses:` of a workflow or action file."""
+    return re.findall(r"^\s*-?\s*uses:\s*(\S+)(.*)$", path.read_text(), re.MULTILINE)
+
+
+def test_every_action_is_pinned_by_commit_sha_with_its_tag_in_a_comment():
+    references = [(path, uses, rest) for path in [*WORKFLOWS, *ACTIONS] for uses, rest in action_references(path) if not uses.startswith("./")]
+    assert len(references) >= 4
+    for path, uses, rest in references:
+        assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses), f"{path.name}: {uses} is not pinned to a commit"
+        assert re.fullmatch(r"\s*# v\d+\.\d+\.\d+", rest), f"{path.name}: {uses} needs its release tag in a comment (# vX.Y.Z)"
+    # One commit per action across all files, so an upgrade is one change.
+    by_action: dict[str, set[str]] = {}
+    for _, uses, rest in references:
+        by_action.setdefault(uses.split("@")[0], set()).add(uses + rest.strip())
+    assert all(len(pins) == 1 for pins in by_action.values()), by_action
+
+
+def test_the_pin_check_catches_a_tag(tmp_path):
+    old = tmp_path / "old.yml"
+    old.write_text(
+        "jobs:\n  x:\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4.4.0\n"
+    )
+    pins = action_references(old)
+    assert [bool(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses)) for uses, _ in pins] == [False, True]

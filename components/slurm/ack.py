@@ -30,8 +30,8 @@ import json
 import shlex
 from typing import Any
 
-from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, quantity_value
-from ..ldap import CLIENT_CONFIGMAP, NSLCD_SECRET
+from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
+from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..operators import ChartRelease, chart_source
 from . import AccountingClient, KeySecret, Rendered
@@ -39,6 +39,8 @@ from .common import (
     SSHD_PORT,
     container_resources,
     gpu_resources,
+    ldap_ca_files,
+    node_port_fields,
     pool_tolerations,
     service_account_rbac,
     ssh_command_for,
@@ -59,7 +61,6 @@ CRD_RELEASES = (OPERATOR_RELEASE,)
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
 NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
-PRIVATE_CLB = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet"}
 NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
 SLURMDBD_PORT = 6819
 HOME = "/home"
@@ -229,7 +230,8 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
         pod_volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": settings.home.claim_name}})
         mounts.append({"name": "home", "mountPath": HOME})
     shared_volumes, shared_mounts = submount_volumes(config)
-    return pod_volumes + shared_volumes, mounts + shared_mounts
+    ca_volumes, ca_mounts = ldap_ca_files(config, NSLCD_SECRET, NSLCD_CA_FILE)
+    return pod_volumes + shared_volumes + ca_volumes, mounts + shared_mounts + ca_mounts
 
 
 def pod_template(
@@ -325,6 +327,7 @@ def login_service(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "type": "LoadBalancer",
         "externalTrafficPolicy": "Local",
+        **node_port_fields(config),
         "selector": labels,
         "ports": [{"name": "ssh", "port": SSHD_PORT, "targetPort": SSHD_PORT, "protocol": "TCP"}],
     }
@@ -339,7 +342,7 @@ def login_service(config: PlatformConfig) -> dict[str, Any]:
             "name": names(config)["login"],
             "namespace": config.cluster.namespace,
             "labels": labels,
-            "annotations": {**PRIVATE_CLB, **login.service_annotations},
+            "annotations": login_lb_annotations(config),
         },
         "spec": spec,
     }

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..config import NodePoolConfig, PlatformConfig, PodResources
+from policies import kube_rules
+
+from ..config import NodePoolConfig, PlatformConfig, PodResources, login_lb_annotations
+from ..ldap import CLIENT_CA_KEY
 from . import Rendered
 
 SSHD_PORT = 22
@@ -170,17 +173,33 @@ def service_account_rbac(role_prefix: str, name: str, namespace: str, labels: di
     ]
 
 
+def node_port_fields(config: PlatformConfig) -> dict[str, Any]:
+    """`allocateLoadBalancerNodePorts: false` when the cloud's load balancer reaches the login pods directly
+    (node ports would only open SSH on every node, outside the source ranges); else nothing."""
+    annotations = login_lb_annotations(config) or {}
+    return {"allocateLoadBalancerNodePorts": False} if kube_rules.pod_backends(annotations, config.cloud) else {}
+
+
 def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
     """A Service spec (no selector) for SSH: LoadBalancer restricted to allowedSourceRanges, or NodePort."""
     login = config.slurm.login
     if login.service_type == "NodePort" and not login.allowed_source_ranges:
         return {"type": "NodePort"}
-    spec: dict[str, Any] = {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}
+    spec: dict[str, Any] = {"type": "LoadBalancer", "externalTrafficPolicy": "Local", **node_port_fields(config)}
     if login.allowed_source_ranges:
         spec["loadBalancerSourceRanges"] = list(login.allowed_source_ranges)
     if login.load_balancer_ip:
         spec["loadBalancerIP"] = login.load_balancer_ip
     return spec
+
+
+def ldap_ca_files(config: PlatformConfig, secret: str, path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) that put the LDAP server's CA (copied into the client config Secret
+    `secret` by ldap.py) at `path`, where sssd.conf / nslcd.conf point; nothing without TLS."""
+    if not (config.ldap.enabled and config.ldap.tls.enabled):
+        return [], []
+    volume = {"name": "ldap-ca", "secret": {"secretName": secret, "items": [{"key": CLIENT_CA_KEY, "path": CLIENT_CA_KEY}]}}
+    return [volume], [{"name": "ldap-ca", "mountPath": path, "subPath": CLIENT_CA_KEY, "readOnly": True}]
 
 
 def submount_volumes(config: PlatformConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

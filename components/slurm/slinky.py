@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import NodePoolConfig, PlatformConfig
-from ..ldap import SSSD_SECRET
+from ..ldap import SSSD_CA_FILE, SSSD_SECRET
 from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from . import AccountingClient, KeySecret, Rendered
 from .common import (
     container_resources,
     gpu_resources,
+    ldap_ca_files,
     login_service_spec,
     pool_tolerations,
     ssh_command_for,
@@ -132,6 +133,8 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
 def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     worker = config.slurm.worker
     volumes, mounts = submount_volumes(config)
+    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+    volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     pod: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
     if pool.taints:
         pod["tolerations"] = pool_tolerations(pool)
@@ -159,6 +162,8 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
 def loginset(config: PlatformConfig) -> dict[str, Any]:
     login = config.slurm.login
     volumes, mounts = submount_volumes(config)
+    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+    volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     pod = system_placement(config)
     if volumes:
         pod["volumes"] = volumes

@@ -16,7 +16,7 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient, KeySecret, Rendered
-from .common import SSHD_PORT, resources, ssh_command_for, ssh_endpoint
+from .common import SSHD_PORT, node_port_fields, resources, ssh_command_for, ssh_endpoint
 
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
@@ -286,6 +286,7 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
             "type": "LoadBalancer",
             "loadBalancerSourceRanges": list(login.allowed_source_ranges),
             "externalTrafficPolicy": "Local",
+            **node_port_fields(config),
             "selector": login_pod_selector(config),
             "ports": [{"name": "ssh", "port": SSHD_PORT, "targetPort": SSHD_PORT, "protocol": "TCP"}],
             **({"loadBalancerIP": login.load_balancer_ip} if login.load_balancer_ip else {}),

@@ -48,14 +48,9 @@ from .common import (
 # ---------------------------------------------------------------------------
 # restricted-load-balancers
 
-# The stack config judges the login's annotations against the same list.
-DEFAULT_PRIVATE_LB_ANNOTATIONS = kube_rules.PRIVATE_LB_ANNOTATIONS
 SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges"
 LOGIN_COMPONENT = ("app.kubernetes.io/component", "login")
-
-
-def private_annotation(annotations: Any, private: Mapping[str, str]) -> Optional[str]:
-    return kube_rules.private_lb_annotation(annotations, dict(private))
+DEFAULT_CLOUD = "fpt"
 
 
 def source_ranges(props: Any) -> list[str]:
@@ -71,33 +66,64 @@ def open_to(ranges: list[str]) -> list[str]:
     return kube_rules.open_families(ranges)
 
 
-def restricted(props: Any) -> bool:
-    ranges = source_ranges(props)
-    return bool(ranges) and not open_to(ranges)
+def range_problem(ranges: list[str], allow_broad: bool) -> Optional[str]:
+    """Why these source ranges do not restrict (None when they do)."""
+    if not ranges:
+        return "it has no loadBalancerSourceRanges and no private-LB annotation"
+    if open_to(ranges):
+        return f"loadBalancerSourceRanges {ranges} together cover the whole {' and '.join(open_to(ranges))} internet"
+    if kube_rules.broad_families(ranges) and not allow_broad:
+        return f"loadBalancerSourceRanges {ranges} {kube_rules.broad_range_message(ranges)}"
+    return None
 
 
 def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) -> None:
     config = stack_config(args)
-    private = dict(config_value(config, "privateLoadBalancerAnnotations", DEFAULT_PRIVATE_LB_ANNOTATIONS))
+    cloud = str(config_value(config, "cloud", DEFAULT_CLOUD))
     accept_companion = bool(config_value(config, "acceptCompanionService", False))
-    # Deterministic example (config maps arrive in no particular order): the defaults' order first.
-    preferred = [k for k in DEFAULT_PRIVATE_LB_ANNOTATIONS if k in private] + sorted(private)
-    example = (preferred[0], private[preferred[0]]) if preferred else ("<annotation>", "<value>")
-    lb_services = [s for s in of_type(args.resources, SERVICE) if get(s.props, "spec", "type") == "LoadBalancer"]
-    for service in lb_services:
-        if restricted(service.props) or private_annotation(get(service.props, "metadata", "annotations"), private):
-            continue
-        ranges = source_ranges(service.props)
-        problem = (
-            f"loadBalancerSourceRanges {ranges} together cover the whole {' and '.join(open_to(ranges))} internet"
-            if ranges
-            else "it has no loadBalancerSourceRanges and no private-LB annotation"
-        )
+    allow_broad = bool(config_value(config, "allowBroadSourceRanges", False))
+    firewalled = bool(config_value(config, "nodePortsFirewalled", False))
+    example = kube_rules.private_lb_example(cloud)
+
+    def exposure(props: Any, annotations: Any) -> Optional[str]:
+        """Why a LoadBalancer is reachable from (too much of) the internet, or None."""
+        if kube_rules.private_lb_annotation(annotations, cloud):
+            return None
+        return range_problem(source_ranges(props), allow_broad)
+
+    def annotation_problems(annotations: Any, what: str, urn: str) -> None:
+        for problem in kube_rules.lb_annotation_problems(annotations, cloud):
+            report(violation(f"{what} has load-balancer annotations that contradict: {problem}", f"keep only {example} (or none)"), urn)
+
+    def node_ports(spec: Any, annotations: Any, what: str, urn: str, closable: bool = True) -> None:
+        if firewalled or get(spec, "allocateLoadBalancerNodePorts") is False:
+            return
+        direct = closable and kube_rules.pod_backends(annotations, cloud)
         report(
             violation(
-                f"Service {display(service.props, service.name)} is a LoadBalancer reachable from the internet: {problem}",
+                f"{what} is a LoadBalancer with node ports, open on every node and not covered by its source ranges",
+                "set spec.allocateLoadBalancerNodePorts: false (its load balancer reaches pods directly)"
+                if direct
+                else "make sure the nodes' firewall admits 30000-32767 only from the VPC, then set nodePortsFirewalled: true "
+                "in this policy's config (and slurm.login.nodePortsFirewalled in the stack's)",
+            ),
+            urn,
+        )
+
+    lb_services = [s for s in of_type(args.resources, SERVICE) if get(s.props, "spec", "type") == "LoadBalancer"]
+    for service in lb_services:
+        what = f"Service {display(service.props, service.name)}"
+        annotations = get(service.props, "metadata", "annotations")
+        annotation_problems(annotations, what, service.urn)
+        problem = exposure(service.props, annotations)
+        if problem is None:
+            node_ports(get(service.props, "spec"), annotations, what, service.urn)
+            continue
+        report(
+            violation(
+                f"{what} is a LoadBalancer reachable from the internet: {problem}",
                 "set spec.loadBalancerSourceRanges to the office/VPN CIDRs (slurm.login.allowedSourceRanges), "
-                f'or make it internal with an annotation such as {example[0]}: "{example[1]}"',
+                f"or make it internal with {cloud}'s annotation {example}",
             ),
             service.urn,
         )
@@ -105,43 +131,67 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
         service = get(loginset.props, "spec", "service", default={})
         if get(service, "spec", "type") != "LoadBalancer":
             continue
-        if restricted(service) or private_annotation(get(service, "metadata", "annotations"), private):
+        what = f"LoginSet {display(loginset.props, loginset.name)}"
+        annotations = get(service, "metadata", "annotations")
+        annotation_problems(annotations, what, loginset.urn)
+        problem = exposure(service, annotations)
+        if problem is None:
+            node_ports(get(service, "spec"), annotations, what, loginset.urn)
             continue
         report(
             violation(
-                f"LoginSet {display(loginset.props, loginset.name)} exposes SSH through a LoadBalancer reachable from "
-                "the internet: spec.service has no restricting loadBalancerSourceRanges and no private-LB annotation",
-                "set slurm.login.allowedSourceRanges (rendered into spec.service.spec.loadBalancerSourceRanges), or a "
-                f'private-LB annotation such as {example[0]}: "{example[1]}" in slurm.login.serviceAnnotations',
+                f"{what} exposes SSH through a LoadBalancer reachable from the internet: spec.service: {problem}",
+                "set slurm.login.allowedSourceRanges (rendered into spec.service.spec.loadBalancerSourceRanges), or "
+                f"{cloud}'s private-LB annotation {example} in slurm.login.serviceAnnotations",
             ),
             loginset.urn,
         )
     for cluster in of_type(args.resources, SLURM_CLUSTER):
         login = get(slurm_nodes(cluster.props), "login")
-        if get(login, "sshdServiceType") != "LoadBalancer":
-            continue
-        if private_annotation(get(login, "sshdServiceAnnotations"), private):
-            continue
-        # soperator 4.x restricts its own login Service.
-        if restricted({"spec": {"loadBalancerSourceRanges": get(login, "sshdServiceLoadBalancerSourceRanges", default=[])}}):
-            continue
         namespace = namespace_of(cluster.props)
-        if accept_companion and any(
-            restricted(s.props)
+        companions = [
+            s
+            for s in lb_services
+            if exposure(s.props, get(s.props, "metadata", "annotations")) is None
             and get(s.props, "spec", "selector", LOGIN_COMPONENT[0]) == LOGIN_COMPONENT[1]
             and (namespace is None or namespace_of(s.props) in (None, namespace))
-            for s in lb_services
-        ):
-            continue
+        ]
         name = get(cluster.props, "metadata", "name", default=cluster.name)
+        if get(login, "sshdServiceType") == "NodePort":
+            if companions and not firewalled:
+                report(
+                    violation(
+                        f"SlurmCluster {display(cluster.props, cluster.name)} keeps its login Service {name}-login-svc on "
+                        f"NodePort {get(login, 'sshdServiceNodePort', default='(auto)')} beside the restricted LoadBalancer "
+                        f"{display(companions[0].props, companions[0].name)}: the node port is open on every node and "
+                        "not covered by the source ranges",
+                        "make sure the nodes' firewall admits 30000-32767 only from the VPC, then set nodePortsFirewalled: "
+                        "true in this policy's config (and slurm.login.nodePortsFirewalled in the stack's)",
+                    ),
+                    cluster.urn,
+                )
+            continue
+        if get(login, "sshdServiceType") != "LoadBalancer":
+            continue
+        annotations = get(login, "sshdServiceAnnotations")
+        what = f"SlurmCluster {display(cluster.props, cluster.name)}"
+        annotation_problems(annotations, what, cluster.urn)
+        # soperator 4.x restricts its own login Service.
+        own_ranges = {"spec": {"loadBalancerSourceRanges": get(login, "sshdServiceLoadBalancerSourceRanges", default=[])}}
+        if exposure(own_ranges, annotations) is None:
+            # The CRD has no allocateLoadBalancerNodePorts: only a firewall covers these node ports.
+            node_ports({}, annotations, f"{what}'s login Service {name}-login-svc", cluster.urn, closable=False)
+            continue
+        if accept_companion and companions:
+            continue
         report(
             violation(
-                f"SlurmCluster {display(cluster.props, cluster.name)} has sshdServiceType LoadBalancer: soperator creates "
+                f"{what} has sshdServiceType LoadBalancer: soperator creates "
                 f"Service {name}-login-svc with no source ranges (the 1.14.10 CRD has no such field) and "
-                "sshdServiceAnnotations holds no private-LB annotation, so SSH is open to the internet",
+                f"sshdServiceAnnotations holds no private-LB annotation of {cloud}, so SSH is open to the internet",
                 "set slurm.login.allowedSourceRanges (the program then keeps the CR on NodePort and exposes SSH through "
-                "its own LoadBalancer with loadBalancerSourceRanges), or add a private-LB annotation such as "
-                f'{example[0]}: "{example[1]}" to slurm.login.serviceAnnotations',
+                f"its own LoadBalancer with loadBalancerSourceRanges), or add {cloud}'s private-LB annotation "
+                f"{example} to slurm.login.serviceAnnotations",
             ),
             cluster.urn,
         )
@@ -149,22 +199,34 @@ def validate_load_balancers(args: StackValidationArgs, report: ReportViolation) 
 
 restricted_load_balancers = StackValidationPolicy(
     name="restricted-load-balancers",
-    description="LoadBalancer Services (ours, the SlurmCluster's login Service, Slinky LoginSets') are restricted by source ranges or private.",
+    description="LoadBalancer Services (ours, the SlurmCluster's login Service, Slinky LoginSets') are restricted by bounded "
+    "source ranges or the cloud's private annotation, and their node ports are closed or firewalled.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_load_balancers,
     config_schema=PolicyConfigSchema(
         properties={
-            "privateLoadBalancerAnnotations": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "default": DEFAULT_PRIVATE_LB_ANNOTATIONS,
-                "description": "Annotation key -> value (case-insensitive) that makes a cloud load balancer internal.",
+            "cloud": {
+                "type": "string",
+                "enum": list(kube_rules.CLOUDS),
+                "default": DEFAULT_CLOUD,
+                "description": "The stack's cloud (its `slurm-platform:cloud`): only its private-LB annotation counts.",
             },
             "acceptCompanionService": {
                 "type": "boolean",
                 "default": False,
                 "description": "Let a public SlurmCluster login LoadBalancer pass when the stack also declares a "
                 "restricted LoadBalancer selecting the login pods (the operator's Service stays public).",
+            },
+            "allowBroadSourceRanges": {
+                "type": "boolean",
+                "default": False,
+                "description": "Accept source ranges reaching more public addresses than an IPv4 /8 or an IPv6 /32 "
+                "(the stack's slurm.login.allowBroadSourceRanges).",
+            },
+            "nodePortsFirewalled": {
+                "type": "boolean",
+                "default": False,
+                "description": "The nodes' firewall admits node ports only from the VPC (the stack's slurm.login.nodePortsFirewalled).",
             },
         }
     ),
@@ -506,4 +568,51 @@ pinned_charts = StackValidationPolicy(
     ),
 )
 
-POLICIES = [restricted_load_balancers, protect_data_volumes, no_plain_secrets, pinned_charts]
+# ---------------------------------------------------------------------------
+# ldap-requires-tls
+
+LDAP_CLIENT_FILE = "ldap.conf"
+PHPLDAPADMIN_HTTPS = "PHPLDAPADMIN_HTTPS"
+
+
+def validate_ldap_tls(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """The LDAP clients' URI is ldaps:// (the read-only bind password would otherwise cross the pod
+    network in clear) and phpLDAPadmin serves HTTPS (it takes the directory admin's password)."""
+    where = display(args.props, args.name)
+    if args.resource_type == CONFIG_MAP:
+        text = get(args.props, "data", LDAP_CLIENT_FILE)
+        uris = [line.split(None, 1)[1].strip() for line in str(text or "").splitlines() if line.upper().startswith("URI") and len(line.split()) > 1]
+        plain = [uri for uri in uris if not uri.lower().startswith("ldaps://")]
+        if plain:
+            report(
+                violation(
+                    f"ConfigMap {where} points the LDAP clients at {', '.join(plain)}: binds and lookups cross the network unencrypted",
+                    "set ldap.tls.enabled: true and ldap.tls.secretName (a kubernetes.io/tls Secret with ca.crt)",
+                ),
+                None,
+            )
+        return
+    if args.resource_type not in POD_TEMPLATE_TYPES:
+        return
+    for field, spec in pod_specs(args.resource_type, args.props):
+        for container in elements(get(spec, "containers")):
+            for env in elements(get(container, "env")):
+                if get(env, "name") == PHPLDAPADMIN_HTTPS and str(get(env, "value", default="")).lower() != "true":
+                    report(
+                        violation(
+                            f"{where} runs phpLDAPadmin over plain HTTP ({field} container {get(container, 'name')}): "
+                            "the directory admin's password would cross the network in clear",
+                            "set ldap.tls.enabled: true (phpLDAPadmin then serves HTTPS), or ldap.phpLdapAdmin: false",
+                        ),
+                        None,
+                    )
+
+
+ldap_requires_tls = ResourceValidationPolicy(
+    name="ldap-requires-tls",
+    description="LDAP clients connect with ldaps:// and phpLDAPadmin serves HTTPS (the stack config requires both in prod).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_ldap_tls,
+)
+
+POLICIES = [restricted_load_balancers, protect_data_volumes, no_plain_secrets, pinned_charts, ldap_requires_tls]
