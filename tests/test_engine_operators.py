@@ -91,7 +91,7 @@ def test_ack_stack_previews_and_renders_valid_manifests(ws):
             "autoscaling": {"enabled": True},
         },
     )
-    derived_stack(ws, "ack", "rendered-ack", slurmOperator="ack", operators=no_operator_charts(), slurm=slurm)
+    derived_stack(ws, "ack", "rendered-ack", slurmOperator="ack", cloud="alibaba", operators=no_operator_charts(), slurm=slurm)
     ws.pulumi("preview", stack="ack")
     ws.pulumi("up", "--yes", "--skip-preview", stack="ack")
     kinds = check_rendered(ws, "rendered-ack")
