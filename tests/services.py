@@ -107,7 +107,7 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30, every: fl
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {result!r})")
         time.sleep(every)
 
 
@@ -182,7 +182,7 @@ class Lab:
 
     def start(self, name: str, *command: str, user: Optional[str] = None) -> subprocess.Popen:
         """A daemon in the foreground, its output in logs/<name>.log."""
-        log = open(self.logs / f"{name}.log", "ab")
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child, closed here after the fork
         process = subprocess.Popen(self.enter(*command, user=user), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.daemons.append((name, process))

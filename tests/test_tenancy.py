@@ -181,7 +181,7 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
         f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a cluster={cluster} "
         f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
     )
-    assert f"has assoc 'team-a-oppo|||oppo|oppo' || {{ echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }}" in lines
+    assert "has assoc 'team-a-oppo|||oppo|oppo' || { echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }" in lines
     for user in ("alice", "bob"):
         for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
             assert f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
