@@ -25,7 +25,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test lint up preview schema benchmark
+.PHONY: venv policy-venv toolchain test test-services lint up preview schema benchmark
 
 venv: $(STAMP)
 
@@ -57,7 +57,14 @@ toolchain:
 
 # Everything, the engine tests included: they fail (never skip) without a toolchain.
 test: $(STAMP) $(POLICY_STAMP) toolchain
+	scripts/services-local.sh install
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
+
+# The services tier alone: real Slurm, munge and MariaDB daemons from Debian packages
+# (scripts/services-local.sh installs them; root on Debian 12).
+test-services: $(STAMP)
+	scripts/services-local.sh install
+	$(PYTHON) -m pytest -q -rs tests/test_services_slurm.py
 
 # `make up` is the local stack; `make up STACK=kwok` deploys to a loopback
 # Kubernetes API server (scripts/kube-local.sh) with kwok's fake nodes.

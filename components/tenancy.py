@@ -14,7 +14,7 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
   (components/slurm/common.py `tenant_slurm_conf`).
 
 Accounts, QOS and associations are applied by a Kubernetes Job running
-`sacctmgr -i` (idempotent: add, then set, then check what slurmdbd holds),
+`sacctmgr -i` (add what is absent, modify what differs, check what slurmdbd holds),
 named after a hash of the tenants so that it runs again only when they change.
 On Kubernetes: PriorityClasses slurm-prod/test/oppo for workloads beside Slurm,
 and per tenant (when asked) a namespace whose ResourceQuota is its guarantee.
@@ -95,6 +95,9 @@ def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
         "\n".join(
             [
                 f"ClusterName={config.cluster.name}",
+                # sacctmgr only talks to slurmdbd, but Slurm refuses a slurm.conf without a controller
+                # ("No SlurmctldHost defined"); this one is never contacted.
+                "SlurmctldHost=localhost",
                 f"AuthType={client.auth}",
                 "AccountingStorageType=accounting_storage/slurmdbd",
                 f"AccountingStorageHost={client.slurmdbd_host}",
@@ -117,33 +120,52 @@ def _auth_setup(client: AccountingClient) -> list[str]:
     return [f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key"]
 
 
+# What sacctmgr prints while slurmdbd is not up yet (or its Service has no address yet);
+# anything else is a fault that waiting does not fix.
+NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service not known", "Connection timed out", "No route to host")
+
+
 def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
-    """Idempotent: `add` fails when the entity exists and `modify` when nothing changes, so
-    neither decides success; `expect` checks what slurmdbd holds afterwards."""
+    """Idempotent and exact: what slurmdbd holds is read once; each entity is added (with its
+    settings) when absent and modified only where it differs, so a second run records no
+    transaction; then everything is read again and checked. Every per-cluster call names the
+    cluster (a shared slurmdbd has others); any sacctmgr error fails the Job."""
     q = shlex.quote
+    cluster = q(config.cluster.name)
+    assoc_format = "format=Account,User,GrpTRES,QOS,DefaultQOS"
     lines = [
         "#!/bin/bash",
         "# The tenants' Slurm accounts, QOS and associations (slurm-platform; components/tenancy.py).",
         "set -euo pipefail",
         f"install -d /etc/slurm && cp {SCRIPT_DIR}/slurm.conf /etc/slurm/slurm.conf",
         *_auth_setup(client),
-        'apply() { sacctmgr -i "$@" || true; }',
-        'expect() { local want=$1; shift; sacctmgr -nP show "$@" | grep -qxF -- "$want" || { echo "slurmdbd does not hold: $want ($*)" >&2; exit 1; }; }',
-        f"until sacctmgr -nP show cluster format=Cluster >/dev/null; do echo waiting for slurmdbd at {client.slurmdbd_host}; sleep 10; done",
-        f"apply add cluster {q(config.cluster.name)}",
+        # Wait only while slurmdbd is unreachable; fail at once on anything else (auth, config, ...).
+        "until out=$(sacctmgr -nP show cluster format=Cluster 2>&1); do",
+        f'  grep -qE {q("|".join(NOT_REACHABLE_YET))} <<<"$out" || {{ echo "$out" >&2; exit 1; }}',
+        f"  echo waiting for slurmdbd at {client.slurmdbd_host}; sleep 5",
+        "done",
+        "read_state() {",
+        "  clusters=$(sacctmgr -nP show cluster format=Cluster)",
+        "  qos=$(sacctmgr -nP show qos format=Name,Priority,Preempt,PreemptMode)",
+        f"  assoc=$(sacctmgr -nP show assoc where cluster={cluster} {assoc_format})",
+        "}",
+        "# has VAR LINE: that exact line; starts VAR PREFIX: a line starting so.",
+        "has() { [[ $'\\n'${!1}$'\\n' == *$'\\n'\"$2\"$'\\n'* ]]; }",
+        "starts() { [[ $'\\n'${!1} == *$'\\n'\"$2\"* ]]; }",
+        "read_state",
+        f"has clusters {cluster} || sacctmgr -i add cluster {cluster}",
         "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
-        f"apply add qos oppo Priority={QOS_PRIORITY['oppo']} PreemptMode=requeue",
-        f"apply modify qos where name=oppo set Priority={QOS_PRIORITY['oppo']} PreemptMode=requeue",
+        "# QOS are global in slurmdbd, not per cluster.",
     ]
-    for level in ("test", "prod"):
+    wanted = [f"has clusters {cluster}"]
+    for level in reversed(LEVELS):  # oppo first: prod and test name it
+        settings = f"Priority={QOS_PRIORITY[level]} " + ("PreemptMode=requeue" if level == "oppo" else "Preempt=oppo")
+        want = q(f"{level}|{QOS_PRIORITY[level]}|" + ("|requeue" if level == "oppo" else "oppo|cluster"))
         lines += [
-            f"apply add qos {level} Priority={QOS_PRIORITY[level]} Preempt=oppo",
-            f"apply modify qos where name={level} set Priority={QOS_PRIORITY[level]} Preempt=oppo",
+            f"if ! starts qos '{level}|'; then sacctmgr -i add qos {level} {settings}",
+            f"elif ! has qos {want}; then sacctmgr -i modify qos where name={level} set {settings}; fi",
         ]
-    for level in LEVELS:
-        lines.append(
-            f"expect '{level}|{QOS_PRIORITY[level]}|{'' if level == 'oppo' else 'oppo'}' qos where name={level} format=Name,Priority,Preempt"
-        )
+        wanted.append(f"has qos {want}")
     for tenant in config.tenants:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
         if "oppo" in tenant.priorities:
@@ -151,18 +173,26 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             accounts.append((oppo_account(tenant), f"gres/gpu={cap}", ["oppo"], "oppo"))
         lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
         for account, limit, qos, default in accounts:
-            settings = f"GrpTRES={limit} QOS={','.join(qos)} DefaultQOS={default}"
+            # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name.
+            shown = f"{'' if limit.endswith('=-1') else limit}|{','.join(sorted(qos))}|{default}"
+            settings = f"QOS={','.join(qos)} DefaultQOS={default}"
+            want = q(f"{account}||{shown}")
             lines += [
-                f"apply add account {account} Organization={tenant.name} Description={q(f'tenant {tenant.name}')}",
-                f"apply modify account where name={account} set {settings}",
-                f"expect '{account}||{'' if limit.endswith('=-1') else limit}' assoc where account={account} format=Account,User,GrpTRES",
+                f"if ! starts assoc '{account}||'; then sacctmgr -i add account {account} Cluster={cluster} "
+                f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
+                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} set GrpTRES={limit} {settings}; fi",
             ]
+            wanted.append(f"has assoc {want}")
             for user in tenant.users:
+                user_want = q(f"{account}|{user}||{','.join(sorted(qos))}|{default}")
                 lines += [
-                    f"apply add user {user} Account={account}",
-                    f"apply modify user where name={user} account={account} set QOS={','.join(qos)} DefaultQOS={default}",
-                    f"expect '{account}|{user}' assoc where account={account} user={user} format=Account,User",
+                    f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
+                    f"elif ! has assoc {user_want}; then sacctmgr -i modify user where name={user} account={account} cluster={cluster} set {settings}; fi",
                 ]
+                wanted.append(f"has assoc {user_want}")
+    lines += ["# What slurmdbd holds now.", "read_state", "missing=0"]
+    lines += [f'{check} || {{ echo "slurmdbd does not hold: {check.split(" ", 2)[2]}" >&2; missing=1; }}' for check in wanted]
+    lines.append("exit $missing")
     return "\n".join(lines) + "\n"
 
 

@@ -149,8 +149,12 @@ def test_each_operator_carries_priority_and_preemption_settings_its_own_way(oper
     config = with_tenants(*two_teams(stack), stack=stack)
     assert operator_name == operator_module(config).OPERATOR
     lines = slurm_conf_text(config).splitlines()
-    for line in TENANT_SLURM_CONF:
+    # soperator 4.1.7 writes PreemptMode=REQUEUE itself, before customSlurmConfig: not repeated there.
+    expected = [line for line in TENANT_SLURM_CONF if not (stack == "staging-hanoi" and line == soperator4.OPERATOR_PREEMPT_MODE)]
+    assert len(expected) == len(TENANT_SLURM_CONF) - (stack == "staging-hanoi")
+    for line in expected:
         assert line in lines
+    assert all(lines.count(line) == 1 for line in lines if line.startswith("Preempt")), lines
     assert not [line for line in TENANT_SLURM_CONF if line in slurm_conf_text(parse_config(stack_config(stack))).splitlines()]
     for manifest in (r.manifest for r in operator_module(config).render(config)):
         assert manifest_errors(manifest) == [], manifest["kind"]
@@ -159,23 +163,69 @@ def test_each_operator_carries_priority_and_preemption_settings_its_own_way(oper
 def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     stack = OPERATOR_STACKS["soperator 4.1.7"]
     config = with_tenants(*two_teams(stack), stack=stack)
+    cluster = config.cluster.name
     gpus = gpu_pool(stack)["gpusPerNode"]
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
     lines = script.splitlines()
     # The ladder, with oppo defined before the levels that preempt it.
-    assert lines.index("apply add qos oppo Priority=0 PreemptMode=requeue") < lines.index("apply add qos prod Priority=100 Preempt=oppo")
-    assert "apply add qos test Priority=10 Preempt=oppo" in lines
-    # team-a: guaranteed account prod+test, oppo account without cap.
-    assert f"apply modify account where name=team-a set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
-    assert "apply modify account where name=team-a-oppo set GrpTRES=gres/gpu=-1 QOS=oppo DefaultQOS=oppo" in lines
-    assert f"expect 'team-a||gres/gpu={gpus}' assoc where account=team-a format=Account,User,GrpTRES" in lines
+    assert lines.index("if ! starts qos 'oppo|'; then sacctmgr -i add qos oppo Priority=0 PreemptMode=requeue") < lines.index(
+        "if ! starts qos 'prod|'; then sacctmgr -i add qos prod Priority=100 Preempt=oppo"
+    )
+    assert "elif ! has qos 'test|10|oppo|cluster'; then sacctmgr -i modify qos where name=test set Priority=10 Preempt=oppo; fi" in lines
+    # team-a: guaranteed account prod+test, oppo account without cap; added with its settings, modified only when it differs.
+    assert (
+        f"if ! starts assoc 'team-a||'; then sacctmgr -i add account team-a Cluster={cluster} Organization=team-a "
+        f"Description='tenant team-a' GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
+    )
+    assert (
+        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a cluster={cluster} "
+        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
+    )
+    assert "has assoc 'team-a-oppo|||oppo|oppo' || { echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }" in lines
     for user in ("alice", "bob"):
-        assert f"apply add user {user} Account=team-a" in lines and f"apply add user {user} Account=team-a-oppo" in lines
+        for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
+            assert f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
     # team-b: test only inside its guarantee, oppo capped at 4.
-    assert f"apply modify account where name=team-b set GrpTRES=gres/gpu={gpus} QOS=test DefaultQOS=test" in lines
-    assert "apply modify account where name=team-b-oppo set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo" in lines
-    assert "apply modify user where name=carol account=team-b set QOS=test DefaultQOS=test" in lines
-    assert "set -euo pipefail" in lines
+    assert (
+        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then sacctmgr -i modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo; fi"
+        in lines
+    )
+    assert (
+        f"elif ! has assoc 'team-b|carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
+        in lines
+    )
+    assert "set -euo pipefail" in lines and lines[-1] == "exit $missing"
+
+
+@pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
+def test_every_per_cluster_sacctmgr_call_names_the_cluster(stack):
+    # A shared slurmdbd serves other clusters: accounts and users land on ours only. QOS are global in slurmdbd.
+    config = with_tenants(*two_teams(stack), stack=stack)
+    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    calls = [call for line in script.splitlines() for call in line.split("sacctmgr ")[1:]]
+    per_cluster = [
+        call for call in calls if " qos " not in f" {call}" and "qos format" not in call and "show cluster" not in call and "add cluster" not in call
+    ]
+    assert len(per_cluster) > 20, per_cluster
+    for call in per_cluster:
+        assert f"cluster={config.cluster.name}" in call.lower(), call
+
+
+def test_the_job_waits_only_while_slurmdbd_is_unreachable():
+    config = with_tenants(*two_teams(SOPERATOR_4), stack=SOPERATOR_4)
+    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    start = script.index("until out=")
+    loop = script[start : script.index("done\n", start)]
+    assert "Connection refused|Unable to resolve" in loop and 'echo "$out" >&2; exit 1' in loop
+    assert "|| true" not in script  # no sacctmgr error is ignored
+
+
+@pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
+def test_the_client_slurm_conf_names_a_controller(stack):
+    # Without one, every sacctmgr call ends "fatal: Unable to process configuration file" (Slurm 22.05 to current).
+    config = with_tenants(*two_teams(stack), stack=stack)
+    conf = tenancy.client_slurm_conf(config, operator_module(config).accounting_client(config)).splitlines()
+    assert conf[:2] == [f"ClusterName={config.cluster.name}", "SlurmctldHost=localhost"]
 
 
 @pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())

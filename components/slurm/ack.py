@@ -186,13 +186,25 @@ def slurm_conf(config: PlatformConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gres_conf(config: PlatformConfig) -> str:
+    """GPUs found through NVML on each worker; with autoscaling, the CLOUD nodes' GPUs listed by
+    device file instead: `AutoDetect` on a CLOUD node is fatal in slurmctld up to 23.11.3."""
+    autoscaling = ack(config).autoscaling
+    if not autoscaling.enabled:
+        return "AutoDetect=nvml\n"
+    lines = []
+    for pool in config.gpu_pools:
+        devices = "/dev/nvidia0" if pool.gpus_per_node == 1 else f"/dev/nvidia[0-{pool.gpus_per_node - 1}]"
+        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu File={devices}")
+    return "\n".join(lines) + "\n"
+
+
 def slurm_conf_config_map(config: PlatformConfig) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": names(config)["config"], "namespace": config.cluster.namespace, "labels": {CLUSTER_LABEL: config.cluster.name}},
-        # gres.conf: GPUs found through NVML on each worker.
-        "data": {"slurm.conf": slurm_conf(config), "gres.conf": "AutoDetect=nvml\n"},
+        "data": {"slurm.conf": slurm_conf(config), "gres.conf": gres_conf(config)},
     }
 
 

@@ -162,6 +162,18 @@ def rest_node(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+# The operator's own slurm.conf sets this, and preempt/partition_prio; customSlurmConfig is included after them.
+OPERATOR_PREEMPT_MODE = "PreemptMode=REQUEUE"
+
+
+def custom_slurm_config(config: PlatformConfig) -> list[str]:
+    """The tenants' lines minus what the operator writes itself. PreemptType is the one line
+    both write: the tenants need preempt/qos (oppo requeued by QOS, whatever the partition), and
+    customSlurmConfig is included after the operator's preempt/partition_prio, so Slurm runs the
+    later value (logging the repeat once; the services tier checks which one runs)."""
+    return [line for line in tenant_slurm_conf(config) if line != OPERATOR_PREEMPT_MODE]
+
+
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
     return {
         "apiVersion": soperator1.API_VERSION,
@@ -179,8 +191,7 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             "k8sNodeFilters": k8s_node_filters(config.node_pools),
             "volumeSources": soperator1.volume_sources(config),
             "partitionConfiguration": partition_configuration(config),
-            # Appended to the slurm.conf the operator generates, so these lines win over its preempt/partition_prio.
-            **({"customSlurmConfig": "\n".join(lines)} if (lines := tenant_slurm_conf(config)) else {}),
+            **({"customSlurmConfig": "\n".join(lines)} if (lines := custom_slurm_config(config)) else {}),
             "populateJail": {
                 "image": populate_jail_image(config),
                 "k8sNodeFilterName": GPU_FILTER,

@@ -1,0 +1,415 @@
+"""The services tier's harness: real daemons from the distribution's packages
+(installed by scripts/services-local.sh), fed what the program renders.
+
+Everything runs in one private mount namespace per lab, held by an `unshare`d
+`sleep`: the host's /etc is never written; the lab's own /etc/passwd, /etc/group,
+/etc/hosts, /etc/slurm, /etc/munge and the daemons' socket directories are bind
+mounts of files in the test's directory, and vanish with the namespace. Every
+daemon runs in the foreground as a child of the test, on 127.0.0.1 or a Unix
+socket, and is stopped by its PID (`Lab.close`), pass or fail.
+
+The rendered text goes to the daemons verbatim except for site lines, which
+`site_line` alone rewrites: host names to 127.0.0.1 and paths into the test's
+directory. Lines the installed Slurm does not know yet (`UNKNOWN_TO_SLURM`) are
+stripped and reported as a warning, never skipped over silently.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Optional
+
+from tests.harness import ROOT
+
+SCRIPT = ROOT / "scripts" / "services-local.sh"
+
+# Lines the operators' current Slurm (23.x-25.x) knows and Debian 12's 22.05 does not, by version:
+# stripped from what the daemons read, and reported (pytest's warnings summary).
+UNKNOWN_TO_SLURM: dict[str, tuple[str, ...]] = {
+    "22.05": (
+        "ReconfigFlags=KeepPowerSaveSettings",  # 23.02
+        "AuthType=auth/slurm",  # 23.11: Slinky's auth; 22.05 falls back to its default, auth/munge
+    ),
+}
+
+
+class UnknownToSlurm(UserWarning):
+    """A rendered line the installed Slurm does not know, stripped by the harness."""
+
+
+class PackagesMissing(RuntimeError):
+    pass
+
+
+def require_packages() -> None:
+    """The tier fails (never skips) where the packages are missing, with the command that installs them."""
+    checked = subprocess.run([str(SCRIPT), "check"], capture_output=True, text=True)
+    if checked.returncode != 0:
+        raise PackagesMissing(f"the services tier needs Debian packages:\n{checked.stderr}")
+
+
+def slurm_version() -> str:
+    """major.minor of the installed Slurm, e.g. 22.05."""
+    out = subprocess.run(["slurmctld", "-V"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"(\d+)\.(\d+)\.\d+", out)
+    assert match, out
+    return f"{match[1]}.{match[2]}"
+
+
+def site_line(line: str, hosts: Iterable[str], paths: Mapping[str, Path]) -> str:
+    """The one place a rendered line is changed for this machine: a value naming one of `hosts`
+    becomes 127.0.0.1, and a path under one of `paths`' keys moves to its test directory."""
+    key, sep, value = line.partition("=")
+    if not sep:
+        return line
+    for host in hosts:
+        value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "127.0.0.1", value)
+    for prefix, target in sorted(paths.items(), key=lambda item: -len(item[0])):
+        if value == prefix or value.startswith(prefix.rstrip("/") + "/"):
+            value = str(target) + value[len(prefix.rstrip("/")) :]
+    return f"{key}{sep}{value}"
+
+
+def for_this_slurm(text: str, hosts: Iterable[str] = (), paths: Optional[Mapping[str, Path]] = None, source: str = "") -> str:
+    """Rendered Slurm config text as the installed Slurm reads it: site lines mapped, unknown lines stripped (and reported)."""
+    unknown = UNKNOWN_TO_SLURM.get(slurm_version(), ())
+    kept = []
+    hosts = tuple(hosts)
+    for line in text.splitlines():
+        if line.strip() in unknown:
+            warnings.warn(UnknownToSlurm(f"{source}: stripped for Slurm {slurm_version()}: {line.strip()}"), stacklevel=2)
+            continue
+        kept.append(site_line(line, hosts, paths or {}))
+    return "\n".join(kept) + "\n"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30, every: float = 0.2) -> Any:
+    """Poll `check` until it returns something truthy; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {result!r})")
+        time.sleep(every)
+
+
+class Lab:
+    """A private mount namespace with daemons in it, all stopped by PID in `close`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.logs = root / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.daemons: list[tuple[str, subprocess.Popen]] = []
+        # PIDs of daemons something else started in the lab (a script's own munged): stopped too.
+        self.adopted: list[int] = []
+        self.holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "infinity"])
+        wait_for(lambda: os.readlink(f"/proc/{self.holder.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"), "the lab's mount namespace", 10, 0.02)
+        self.users: dict[str, tuple[int, int]] = {}
+        # A /run of its own: the daemons' sockets and PID files (munge, mysqld, nslcd, sssd) where their clients look.
+        self.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-run", "/run")
+        self._etc()
+
+    # --- the namespace ------------------------------------------------------
+
+    def enter(self, *command: str, user: Optional[str] = None) -> list[str]:
+        ids = []
+        if user is not None:
+            uid, gid = self.users[user] if user in self.users else _system_user(user)
+            ids = [f"--setuid={uid}", f"--setgid={gid}"]
+        return ["nsenter", f"--target={self.holder.pid}", "--mount", *ids, "--", *command]
+
+    def run(self, *command: str, user: Optional[str] = None, check: bool = True, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess:
+        result = subprocess.run(self.enter(*command, user=user), capture_output=True, text=True, timeout=timeout, **kwargs)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def bind(self, source: Path, target: str) -> None:
+        """`source` (a file or directory of the test's) appears at `target` inside the lab only."""
+        if target.startswith("/run/"):  # the lab's own tmpfs
+            self.run("mkdir", "-p", target)
+        self.run("mount", "--bind", str(source), target)
+
+    def dir(self, name: str, owner: Optional[str] = None, mode: int = 0o755) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(mode)
+        if owner:
+            shutil.chown(path, owner, owner)
+        return path
+
+    def _etc(self) -> None:
+        """The lab's account databases and hosts file: copies of the host's, bound over the originals."""
+        etc = self.dir("etc")
+        for name in ("passwd", "group", "hosts"):
+            shutil.copy(f"/etc/{name}", etc / name)
+            self.bind(etc / name, f"/etc/{name}")
+
+    def add_user(self, name: str, uid: int, gid: int, groups: Iterable[str] = ()) -> None:
+        """A Unix user of the lab only (its /etc/passwd and /etc/group), gone with the namespace."""
+        etc = self.root / "etc"
+        with open(etc / "passwd", "a") as passwd:
+            passwd.write(f"{name}:x:{uid}:{gid}:{name}:/tmp:/bin/sh\n")
+        with open(etc / "group", "a") as group:
+            group.write(f"{name}:x:{gid}:\n")
+        self.users[name] = (uid, gid)
+
+    def add_hosts(self, names: Iterable[str]) -> None:
+        with open(self.root / "etc" / "hosts", "a") as hosts:
+            for name in names:
+                hosts.write(f"127.0.0.1\t{name}\n")
+
+    # --- daemons ------------------------------------------------------------
+
+    def start(self, name: str, *command: str, user: Optional[str] = None) -> subprocess.Popen:
+        """A daemon in the foreground, its output in logs/<name>.log."""
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child, closed here after the fork
+        process = subprocess.Popen(self.enter(*command, user=user), stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.daemons.append((name, process))
+        return process
+
+    def log(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def alive(self, process: subprocess.Popen) -> bool:
+        return process.poll() is None
+
+    def stop(self, name: str) -> None:
+        for entry in [d for d in self.daemons if d[0] == name]:
+            _terminate(entry[1].pid, entry[1])
+            self.daemons.remove(entry)
+
+    def close(self) -> None:
+        for pid in self.adopted:
+            _terminate(pid)
+        for _, process in reversed(self.daemons):
+            _terminate(process.pid, process)
+        self.daemons.clear()
+        _terminate(self.holder.pid, self.holder)
+
+
+def _system_user(name: str) -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(name)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _terminate(pid: int, process: Optional[subprocess.Popen] = None) -> None:
+    """SIGTERM, then SIGKILL after 10 s: by PID only."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process is not None:
+            if process.poll() is not None:
+                return
+        elif not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if process is not None:
+        process.wait(5)
+
+
+# --- Slurm -----------------------------------------------------------------------
+
+SLURMDBD_PORT = 6819
+
+
+class SlurmLab(Lab):
+    """munged, MariaDB, slurmdbd, slurmctld and one `slurmd -N` per fake node, on loopback."""
+
+    def __init__(self, root: Path, cluster: str):
+        super().__init__(root)
+        self.cluster = cluster
+        self.slurm_etc = self.dir("etc-slurm")
+        self.bind(self.slurm_etc, "/etc/slurm")
+        self.ctld_port = free_port()
+
+    def munged(self, key: bytes, key_path: Optional[str] = None) -> None:
+        """munged with `key` (at `key_path` inside the lab when given: the layout a pod mounts)."""
+        state = self.dir("munge", "munge", 0o700)
+        run = self.dir("run-munge", "munge")
+        self.bind(run, "/run/munge")
+        key_file = state / "munge.key"
+        key_file.write_bytes(key)
+        key_file.chmod(0o400)
+        shutil.chown(key_file, "munge", "munge")
+        if key_path:
+            self.bind(state, str(Path(key_path).parent))
+        path = key_path or str(key_file)
+        self.start(
+            "munged", "munged", "--foreground", f"--key-file={path}", f"--pid-file={run}/munged.pid", f"--seed-file={state}/seed", user="munge"
+        )
+        wait_for(lambda: (run / "munge.socket.2").exists() or not self.alive(self.daemons[-1][1]), "munged's socket", 15)
+        assert (run / "munge.socket.2").exists(), self.log("munged")
+
+    def mariadb(self) -> None:
+        data = self.dir("mysql", "mysql", 0o700)
+        run = self.dir("run-mysqld", "mysql")
+        self.bind(run, "/run/mysqld")
+        self.run(
+            "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=mysql",
+            "--skip-test-db",
+            "--auth-root-authentication-method=socket",
+            timeout=120,
+        )
+        self.start("mariadb", "mariadbd", "--no-defaults", f"--datadir={data}", "--user=mysql", "--skip-networking", "--innodb-buffer-pool-size=16M")
+        wait_for(lambda: (run / "mysqld.sock").exists(), "MariaDB's socket", 60)
+
+    def slurmdbd(self) -> None:
+        conf = self.slurm_etc / "slurmdbd.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    "DbdHost=localhost",
+                    f"DbdPort={SLURMDBD_PORT}",
+                    "SlurmUser=root",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=localhost",
+                    "StorageUser=root",
+                    "StorageLoc=slurm_acct_db",
+                    f"PidFile={self.root}/slurmdbd.pid",
+                ]
+            )
+            + "\n"
+        )
+        conf.chmod(0o600)
+        self.start("slurmdbd", "slurmdbd", "-D")
+        wait_for(lambda: "slurmdbd version" in self.log("slurmdbd") and "started" in self.log("slurmdbd"), "slurmdbd", 60)
+
+    def sacctmgr(self, *args: str) -> str:
+        return self.run("sacctmgr", "-nP", *args).stdout
+
+    def slurmctld(self, slurm_conf: str, gres_conf: str = "", extra: Iterable[tuple[str, str]] = ()) -> subprocess.Popen:
+        (self.slurm_etc / "slurm.conf").write_text(slurm_conf)
+        (self.slurm_etc / "gres.conf").write_text(gres_conf)
+        for name, text in extra:
+            (self.slurm_etc / name).write_text(text)
+        process = self.start("slurmctld", "slurmctld", "-D", "-i")
+        wait_for(lambda: self.run("scontrol", "ping", check=False).returncode == 0 or not self.alive(process), "slurmctld", 30)
+        return process
+
+    def slurmd(self, node: str) -> None:
+        self.start(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+
+    def squeue(self, job: str, fields: str = "%T %r") -> str:
+        return self.run("squeue", "-h", "-j", job, "-o", fields).stdout.strip()
+
+    def sbatch(self, user: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args, user=user, check=check)
+
+
+def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str]) -> str:
+    """The part of slurm.conf an operator generates itself (soperator, Slinky), as a minimal
+    base for this machine: the controller on loopback, accounting, one fake node per entry
+    (`nodes`: name -> (feature, GPUs)) with its own port, `%n` in every per-node path;
+    `lines` are that operator's own settings, and the rendered text is appended after them."""
+    state = lab.dir("state", "root")
+    base = [
+        f"ClusterName={cluster}",
+        "SlurmctldHost=localhost(127.0.0.1)",
+        f"SlurmctldPort={lab.ctld_port}",
+        "AuthType=auth/munge",
+        "AuthInfo=cred_expire=10",  # a requeued job may run again after 10 s, not 121
+        "SlurmUser=root",
+        f"StateSaveLocation={state}",
+        f"SlurmctldPidFile={state}/slurmctld.pid",
+        f"SlurmdSpoolDir={state}/slurmd-%n",
+        f"SlurmdPidFile={state}/slurmd-%n.pid",
+        f"SlurmdLogFile={lab.logs}/slurmd-%n.file",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SchedulerParameters=sched_interval=1,bf_interval=1",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=127.0.0.1",
+        f"AccountingStoragePort={SLURMDBD_PORT}",
+        *lines,
+    ]
+    for name, (feature, gpus) in nodes.items():
+        base.append(f"NodeName={name} NodeAddr=127.0.0.1 Port={free_port()} CPUs=2 RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN")
+    return "\n".join(base) + "\n"
+
+
+def fake_gpus(nodes: Mapping[str, tuple[str, int]]) -> str:
+    """gres.conf for nodes without GPUs: 22.05 drops a GPU without File=, and /dev/null opens."""
+    return "".join(f"NodeName={name} Name=gpu File=/dev/null\n" for name, (_, gpus) in nodes.items() for _ in range(gpus))
+
+
+def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None) -> subprocess.CompletedProcess:
+    """A pod's script the way its container sees the world, on this machine: a private mount
+    namespace and root with the host's /usr and the lab's /etc, /run; the ConfigMap's `files`
+    at /tenants, the auth key (if any) at /auth-key/key, and its own writable /etc/slurm,
+    /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services)."""
+    from components.tenancy import KEY_DIR, SCRIPT, SCRIPT_DIR
+
+    base = lab.dir(f"pod-{name}")
+    root = base / "root"
+    root.mkdir(exist_ok=True)
+    config = lab.dir(f"pod-{name}/configmap")
+    for file_name, text in files.items():
+        (config / file_name).write_text(text)
+    hosts_file = base / "hosts"
+    hosts_file.write_text((lab.root / "etc" / "hosts").read_text() + "".join(f"127.0.0.1\t{host}\n" for host in hosts))
+    mounts = []
+    for entry in ("usr", "etc", "var", "run", "tmp", "proc", "dev", "sys"):
+        (root / entry).mkdir(exist_ok=True)
+        mounts.append(f"mount --rbind /{entry} {root}/{entry}")
+    for link in ("bin", "sbin", "lib", "lib64"):
+        if Path(f"/{link}").is_symlink() and not (root / link).exists():
+            (root / link).symlink_to(os.readlink(f"/{link}"))
+    binds = {SCRIPT_DIR: config, "/etc/slurm": lab.dir(f"pod-{name}/etc-slurm"), "/etc/munge": lab.dir(f"pod-{name}/etc-munge")}
+    if key is not None:
+        key_dir = lab.dir(f"pod-{name}/auth-key")
+        (key_dir / "key").write_bytes(key)
+        (key_dir / "key").chmod(0o400)
+        binds[KEY_DIR] = key_dir
+        # A script that starts its own munged gets its own socket directory (and PID file).
+        binds["/run/munge"] = lab.dir(f"pod-{name}/run-munge")
+    for target, source in binds.items():
+        (root / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        mounts.append(f"mount --bind {source} {root}{target}")
+    mounts.append(f"mount --bind {hosts_file} {root}/etc/hosts")
+    command = " && ".join(mounts) + f" && exec chroot {root} /bin/bash {SCRIPT_DIR}/{SCRIPT}"
+    try:
+        return lab.run("unshare", "--mount", "--propagation", "private", "sh", "-c", command, check=False, timeout=120)
+    finally:
+        pid_file = lab.root / f"pod-{name}" / "run-munge" / "munged.pid"
+        if pid_file.exists():
+            lab.adopted.append(int(pid_file.read_text()))

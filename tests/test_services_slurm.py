@@ -1,0 +1,195 @@
+"""Real Slurm 22.05 (Debian packages: slurmctld, slurmd, slurmdbd, munged, MariaDB) on what
+the program renders (tests/services.py): slurmctld per operator, the tenants Job's script run
+as its pod runs it, and the lab's experiments (README "The lab's experiments") on real jobs."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from components import tenancy
+from components.config import parse_config
+from components.slurm import manifest_of, operator_module
+from tests.harness import stack_config
+from tests.services import SlurmLab, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
+
+USERS = ["alice", "bob", "carol", "dan"]
+LAB_NODES = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
+# The dev-lab tenants with vc1's borrowing capped at one GPU (README: borrowingCap).
+LAB_CONFIG = {**stack_config("dev-lab")}
+LAB_CONFIG["tenants"] = [LAB_CONFIG["tenants"][0], {**LAB_CONFIG["tenants"][1], "borrowingCap": 1}]
+
+
+def soperator4_slurm_conf(config, lab: SlurmLab) -> tuple[str, str]:
+    """The operator's own lines (its preempt settings, NodeSets, structured partitions), then
+    `include custom_slurm.conf` holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
+    spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
+    partitions = [f"PartitionName={p['name']} Nodes={','.join(p['nodeSetRefs'])} {p['config']}" for p in spec["partitionConfiguration"]["partitions"]]
+    pools = sorted({feature for feature, _ in LAB_NODES.values()})
+    own = [
+        "GresTypes=gpu",
+        "PreemptMode=REQUEUE",
+        "PreemptType=preempt/partition_prio",
+        *(f"NodeSet={p} Feature={p}" for p in pools),
+        *partitions,
+        "include custom_slurm.conf",
+    ]
+    custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
+    return lab_base(config.cluster.name, lab, LAB_NODES, own), for_this_slurm(custom, source="customSlurmConfig")
+
+
+@pytest.fixture(scope="module")
+def lab():
+    try:
+        require_packages()
+    except Exception as error:  # noqa: BLE001 - the tier fails, naming the install command
+        pytest.fail(str(error))
+    config = parse_config(LAB_CONFIG)
+    # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
+    root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
+    root.chmod(0o755)
+    lab = SlurmLab(root, config.cluster.name)
+    try:
+        # The Unix users exist before their associations reach slurmctld.
+        for number, user in enumerate(USERS):
+            lab.add_user(user, 10000 + number, 10000 + number)
+        lab.munged(b"m" * 1024)
+        lab.mariadb()
+        lab.slurmdbd()
+        base, custom = soperator4_slurm_conf(config, lab)
+        lab.ctld = lab.slurmctld(base, fake_gpus(LAB_NODES), [("custom_slurm.conf", custom)])
+        for node in LAB_NODES:
+            lab.slurmd(node)
+        wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle", "idle"], "both fake GPU nodes idle", 60)
+        lab.config = config
+        yield lab
+    finally:
+        lab.close()
+        shutil.rmtree(root)
+
+
+def tenants_job(lab: SlurmLab, config, name: str, conf_edit=lambda text: text):
+    client = operator_module(config).accounting_client(config)
+    data = tenancy.config_map(config, client)["data"]
+    data["slurm.conf"] = conf_edit(for_this_slurm(data["slurm.conf"], source="tenants slurm.conf"))
+    key = (lab.root / "munge" / "munge.key").read_bytes()
+    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)
+
+
+def test_slurmctld_runs_soperator_4_custom_config_with_the_tenants_preemption(lab):
+    log = lab.log("slurmctld")
+    assert lab.alive(lab.ctld) and "fatal" not in log, log[-3000:]
+    # The one repeated line is PreemptType, and the tenants' preempt/qos is the one that runs.
+    repeated = {line for line in log.splitlines() if "specified more than once" in line}
+    assert repeated == {"slurmctld: error: PreemptType 1 specified more than once, latest value used"}, repeated
+    config = lab.run("scontrol", "show", "config").stdout
+    assert "PreemptType             = preempt/qos" in config and "PreemptMode             = REQUEUE" in config
+
+
+def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(lab):
+    first = tenants_job(lab, lab.config, "first")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assoc = lab.sacctmgr("show", "assoc", "where", f"cluster={lab.config.cluster.name}", "format=Account,User,GrpTRES,QOS,DefaultQOS").split()
+    expected = ["root|||normal|", "root|root||normal|"]
+    for tenant, cap in (("default", ""), ("vc1", "gres/gpu=1")):
+        expected += [f"{tenant}||gres/gpu=1|prod,test|test", *(f"{tenant}|{u}||prod,test|test" for u in USERS)]
+        expected += [f"{tenant}-oppo||{cap}|oppo|oppo", *(f"{tenant}-oppo|{u}||oppo|oppo" for u in USERS)]
+    assert sorted(assoc) == sorted(expected)
+    qos = lab.sacctmgr("show", "qos", "format=Name,Priority,Preempt,PreemptMode").split()
+    assert sorted(qos) == sorted(["normal|0||cluster", "oppo|0||requeue", "test|10|oppo|cluster", "prod|100|oppo|cluster"])
+    transactions = lab.sacctmgr("list", "transactions")
+    second = tenants_job(lab, lab.config, "second")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert lab.sacctmgr("list", "transactions") == transactions
+
+
+def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
+    # The client slurm.conf as it was before it named a controller: sacctmgr's fatal error, at once.
+    started = time.monotonic()
+    result = tenants_job(
+        lab, lab.config, "fatal", lambda text: "".join(line for line in text.splitlines(True) if not line.startswith("SlurmctldHost="))
+    )
+    assert result.returncode == 1 and "No SlurmctldHost defined" in result.stderr, result.stderr
+    assert "waiting for slurmdbd" not in result.stdout and time.monotonic() - started < 20
+
+
+def submit(lab, user, *args):
+    return lab.sbatch(user, *args).stdout.strip()
+
+
+def state(lab, job):
+    return lab.squeue(job)
+
+
+def cancel_all(lab):
+    lab.run("scancel", "--full", "-u", "alice", check=False)
+    lab.run("scancel", "-u", "bob", check=False)
+    wait_for(lambda: not lab.run("squeue", "-h").stdout.strip(), "an empty queue", 30)
+
+
+@pytest.fixture
+def jobs(lab):
+    wait_for(lambda: lab.sacctmgr("show", "assoc", "where", "account=vc1-oppo", "format=Account").strip(), "the tenants' accounts", 5)
+    yield
+    cancel_all(lab)
+
+
+def test_experiment_1_a_tenant_never_takes_anothers_guarantee(lab, jobs):
+    first = [submit(lab, "alice", "-A", "default", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(3)]
+    vc1 = submit(lab, "bob", "-A", "vc1", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
+    wait_for(lambda: state(lab, vc1) == "RUNNING None", "vc1's job running", 20)
+    states = sorted(state(lab, job) for job in first)
+    assert states == ["PENDING AssocGrpGRES", "PENDING AssocGrpGRES", "RUNNING None"], states
+
+
+def test_cap_prod_and_test_together_stay_within_the_guarantee(lab, jobs):
+    test = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-c,gpu-d", "--wrap", "sleep 120")
+    wait_for(lambda: state(lab, test) == "RUNNING None", "vc1's test job running", 20)
+    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-c,gpu-d", "--wrap", "sleep 120")
+    time.sleep(3)
+    assert state(lab, prod) == "PENDING AssocGrpGRES" and state(lab, test) == "RUNNING None"
+
+
+def test_borrowing_stops_at_the_borrowing_cap(lab, jobs):
+    # vc1-oppo may borrow one GPU (borrowingCap 1): with both GPUs idle, its second job waits.
+    jobs_ = [submit(lab, "bob", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(2)]
+    wait_for(lambda: "RUNNING None" in [state(lab, j) for j in jobs_], "one oppo job running", 20)
+    time.sleep(3)
+    assert sorted(state(lab, j) for j in jobs_) == ["PENDING AssocGrpGRES", "RUNNING None"]
+    # default-oppo has no cap: it takes the other idle GPU.
+    other = submit(lab, "alice", "-A", "default-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
+    wait_for(lambda: state(lab, other) == "RUNNING None", "default-oppo borrowing the idle GPU", 20)
+
+
+def test_experiment_3_prod_and_test_take_their_gpu_back_from_oppo_which_runs_again(lab, jobs):
+    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
+    wait_for(lambda: state(lab, prod) == "RUNNING None", "vc1's prod job", 20)
+    oppo = submit(lab, "alice", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
+    wait_for(lambda: state(lab, oppo) == "RUNNING None", "the oppo job on default's idle GPU", 20)
+    assert lab.squeue(oppo, "%N") == "gpu-c-0"
+    default = submit(lab, "bob", "-A", "default", "-q", "test", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 8")
+    wait_for(lambda: state(lab, default) == "RUNNING None", "default's job on its own GPU", 30)
+    history = lab.run("sacct", "-n", "-X", "-D", "-P", "-j", oppo, "-o", "State").stdout.split()
+    assert history[0] in ("PREEMPTED", "REQUEUED"), history
+    assert state(lab, oppo).startswith("PENDING")
+    # default's job ends after 8 s; the oppo job runs again (AuthInfo=cred_expire=10 shortens the hold).
+    wait_for(lambda: state(lab, oppo) == "RUNNING None", "the requeued oppo job running again", 60)
+
+
+def test_experiment_5_two_nodes_over_two_one_node_partitions_is_refused(lab, jobs):
+    refused = lab.sbatch("alice", "-A", "default", "-p", "gpu-c,gpu-d", "-N", "2", "--gres=gpu:1", "--wrap", "srun hostname", check=False)
+    assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr, refused.stderr
+
+
+def test_experiment_6_more_nodes_than_the_partition_pends_and_a_range_starts_on_what_is_free(lab, jobs):
+    busy = submit(lab, "alice", "-A", "vc1", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
+    wait_for(lambda: state(lab, busy) == "RUNNING None", "gpu-d busy", 20)
+    ranged = submit(lab, "alice", "-A", "default", "-p", "gpu-c,gpu-d", "-N", "1-2", "--gres=gpu:1", "--wrap", "srun hostname; sleep 60")
+    wait_for(lambda: state(lab, ranged) == "RUNNING None", "the -N 1-2 job on the free node", 20)
+    assert lab.squeue(ranged, "%N") == "gpu-c-0"
+    four = submit(lab, "alice", "-A", "default", "-N", "4", "--gres=gpu:1", "--wrap", "srun hostname")
+    wait_for(lambda: state(lab, four) == "PENDING PartitionConfig", "-N 4 pending with PartitionConfig", 10)
