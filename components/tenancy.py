@@ -142,7 +142,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         # Wait only while slurmdbd is unreachable; fail at once on anything else (auth, config, ...).
         "until out=$(sacctmgr -nP show cluster format=Cluster 2>&1); do",
         f'  grep -qE {q("|".join(NOT_REACHABLE_YET))} <<<"$out" || {{ echo "$out" >&2; exit 1; }}',
-        f"  echo waiting for slurmdbd at {client.slurmdbd_host}; sleep 5",
+        f"  echo waiting for slurmdbd at {q(client.slurmdbd_host)}; sleep 5",
         "done",
         "read_state() {",
         "  clusters=$(sacctmgr -nP show cluster format=Cluster)",
