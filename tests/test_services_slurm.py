@@ -5,6 +5,7 @@ as its pod runs it, and the lab's experiments (README "The lab's experiments") o
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components import tenancy
-from components.config import parse_config
+from components.config import PlatformConfig, parse_config
 from components.slurm import manifest_of, operator_module
 from tests.harness import stack_config
 from tests.services import SlurmLab, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
@@ -42,6 +43,13 @@ def soperator4_slurm_conf(config, lab: SlurmLab) -> tuple[str, str]:
     return lab_base(config.cluster.name, lab, LAB_NODES, own), for_this_slurm(custom, source="customSlurmConfig")
 
 
+class DevLab(SlurmLab):
+    """The lab of the dev-lab stack: its config and its slurmctld, for the tests below."""
+
+    config: PlatformConfig
+    ctld: subprocess.Popen
+
+
 @pytest.fixture(scope="module")
 def lab():
     try:
@@ -52,7 +60,7 @@ def lab():
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
     root.chmod(0o755)
-    lab = SlurmLab(root, config.cluster.name)
+    lab = DevLab(root, config.cluster.name)
     try:
         # The Unix users exist before their associations reach slurmctld.
         for number, user in enumerate(USERS):
