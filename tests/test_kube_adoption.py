@@ -16,20 +16,9 @@ from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.storage import JAIL_CLAIM, claim_manifest, data_volumes
 from scripts.kwok_nodes import stack_config
 from tests.engine import ToolchainError
-from tests.kube import KWOK_STACK, ClusterError, LocalCluster, kwok_workspace, wait_until
+from tests.kube import KWOK_STACK, ClusterError, kwok_workspace, wait_until
 
 PROJECT_TYPE = "slurm-platform"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
-    cluster = LocalCluster(tmp_path_factory.mktemp("kube-adoption"))
-    request.addfinalizer(cluster.stop)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        pytest.fail(str(error))
-    return cluster
 
 
 @pytest.fixture(scope="module")

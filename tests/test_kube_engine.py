@@ -26,18 +26,6 @@ CUSTOM_RESOURCE_TYPES = ("kubernetes:slurm.nebius.ai/v1:SlurmCluster", "kubernet
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
-    cluster = LocalCluster(tmp_path_factory.mktemp("kube"))
-    # Registered before starting: a half-started control plane is stopped too.
-    request.addfinalizer(cluster.stop)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        pytest.fail(str(error))
-    return cluster
-
-
-@pytest.fixture(scope="module")
 def ws(cluster, tmp_path_factory):
     try:
         workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-engine"), cluster)

@@ -23,17 +23,6 @@ UP_TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
-    cluster = LocalCluster(tmp_path_factory.mktemp("kube-faults"))
-    request.addfinalizer(cluster.stop)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        pytest.fail(str(error))
-    return cluster
-
-
-@pytest.fixture(scope="module")
 def ws(cluster, tmp_path_factory):
     try:
         workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-faults"), cluster)

@@ -21,20 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kube import SCRIPT, ClusterError, LocalCluster, wait_until
+from tests.kube import SCRIPT, LocalCluster, wait_until
 
 OLD_CONSTANT_TOKEN = "slurm-platform-local-admin"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
-    cluster = LocalCluster(tmp_path_factory.mktemp("kube-local"))
-    request.addfinalizer(cluster.stop)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        pytest.fail(str(error))
-    return cluster
 
 
 def ports(cluster: LocalCluster) -> dict[str, int]:

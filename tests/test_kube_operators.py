@@ -25,7 +25,7 @@ from components.slurm import operator_module
 from components.slurm.common import system_priority_class_name
 from tests.contracts import ACK_SCHEMAS, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
-from tests.kube import ClusterError, LocalCluster, contains, wait_until
+from tests.kube import LocalCluster, contains, wait_until
 
 # (stack, config overrides, CRD files the operator brings)
 OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any], list[Path]]] = {
@@ -35,17 +35,6 @@ OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any], list[Path]]] = {
     "ack-2024-06": ("staging-hangzhou", {"apiGeneration": "2024-06"}, [ACK_SCHEMAS["headGroupSpec"]]),
     "slinky-1.2.1": ("prod-hcm", {}, sorted(SLINKY_DIR.glob("*.json"))),
 }
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
-    cluster = LocalCluster(tmp_path_factory.mktemp("kube-operators"))
-    request.addfinalizer(cluster.stop)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        pytest.fail(str(error))
-    return cluster
 
 
 def rendered_custom_resources(stack: str, ack_overrides: dict[str, Any]) -> list[dict[str, Any]]:
