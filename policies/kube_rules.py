@@ -193,12 +193,8 @@ def _as_ipv4(network: Network) -> Network:
     return network
 
 
-def open_families(ranges: Iterable[str]) -> list[str]:
-    """The address families (`IPv4`, `IPv6`) that `ranges` together cover entirely.
-
-    Judged numerically: 1.2.3.4/0, 0:0:0:0:0:0:0:0/0 and 0.0.0.0/1 + 128.0.0.0/1
-    are all the whole internet. Unparsable entries are ignored here.
-    """
+def _networks_by_family(ranges: Iterable[str]) -> dict[int, list[Network]]:
+    """The parsable CIDR blocks of `ranges` by IP version (IPv4-mapped IPv6 counted as IPv4); the rest are ignored."""
     by_family: dict[int, list[Network]] = {4: [], 6: []}
     for text in ranges:
         try:
@@ -206,6 +202,16 @@ def open_families(ranges: Iterable[str]) -> list[str]:
         except ValueError:
             continue
         by_family[network.version].append(network)
+    return by_family
+
+
+def open_families(ranges: Iterable[str]) -> list[str]:
+    """The address families (`IPv4`, `IPv6`) that `ranges` together cover entirely.
+
+    Judged numerically: 1.2.3.4/0, 0:0:0:0:0:0:0:0/0 and 0.0.0.0/1 + 128.0.0.0/1
+    are all the whole internet. Unparsable entries are ignored here.
+    """
+    by_family = _networks_by_family(ranges)
     return [
         f"IPv{version}"
         for version, networks in by_family.items()
@@ -256,13 +262,7 @@ def _overlap(a: Network, b: Network) -> int:
 
 def public_addresses(ranges: Iterable[str]) -> dict[int, int]:
     """Public addresses (by IP version) the ranges reach together; unparsable entries are ignored."""
-    by_family: dict[int, list[Network]] = {4: [], 6: []}
-    for text in ranges:
-        try:
-            network = _as_ipv4(parse_cidr(str(text).strip()))
-        except ValueError:
-            continue
-        by_family[network.version].append(network)
+    by_family = _networks_by_family(ranges)
     counts: dict[int, int] = {}
     for version, networks in by_family.items():
         union: list[Network] = list(ipaddress.collapse_addresses(networks))  # type: ignore[type-var]
