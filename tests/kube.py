@@ -76,7 +76,19 @@ class LocalCluster:
         (self.run_dir / "pids" / f"{process}.pid").unlink()
 
     def restart(self, process: str) -> None:
+        """Start a killed process again, then wait until the API server stores objects again: after an
+        etcd restart its etcd client reconnects with backoff, and writes time out until it has."""
         run_script({"etcd": "restart-etcd", "kube-apiserver": "restart-apiserver"}[process], str(self.run_dir), timeout=120)
+        wait_until(f"the API server to store objects again after restarting {process}", self.stores_objects, timeout=180, interval=2)
+
+    def stores_objects(self) -> bool:
+        """/readyz (its etcd checks included) passes and a real write reaches etcd (a create without dry run)."""
+        if self.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
+            return False
+        probe = "kube-local-restart-probe"
+        created = self.kubectl("create", "configmap", probe, "-n", "default", check=False)
+        self.kubectl("delete", "configmap", probe, "-n", "default", "--ignore-not-found", check=False)
+        return created.returncode == 0
 
     def kubectl(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
         result = subprocess.run(
