@@ -70,6 +70,9 @@ def site_line(line: str, hosts: Iterable[str], paths: Mapping[str, Path]) -> str
     key, sep, value = line.partition("=")
     if not sep:
         return line
+    if key == "SlurmctldHost" and any(value.split("(")[0] == host for host in hosts):
+        # slurmctld starts only where its host name matches: on this machine, that is "localhost".
+        return f"{key}=localhost(127.0.0.1)"
     for host in hosts:
         value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "127.0.0.1", value)
     for prefix, target in sorted(paths.items(), key=lambda item: -len(item[0])):
@@ -312,14 +315,21 @@ class SlurmLab(Lab):
     def sacctmgr(self, *args: str) -> str:
         return self.run("sacctmgr", "-nP", *args).stdout
 
-    def slurmctld(self, slurm_conf: str, gres_conf: str = "", extra: Iterable[tuple[str, str]] = ()) -> subprocess.Popen:
-        (self.slurm_etc / "slurm.conf").write_text(slurm_conf)
-        (self.slurm_etc / "gres.conf").write_text(gres_conf)
-        for name, text in extra:
-            (self.slurm_etc / name).write_text(text)
-        process = self.start("slurmctld", "slurmctld", "-D", "-i")
-        wait_for(lambda: self.run("scontrol", "ping", check=False).returncode == 0 or not self.alive(process), "slurmctld", 30)
+    def slurmctld(self, slurm_conf: str, gres_conf: str = "", extra: Iterable[tuple[str, str]] = (), name: str = "") -> subprocess.Popen:
+        """slurmctld on these files: in the lab's /etc/slurm, or, given a `name`, in a directory of
+        their own (one more cluster on the same slurmdbd; `scontrol(name, ...)` talks to it)."""
+        etc = self.dir(f"etc-slurm-{name}") if name else self.slurm_etc
+        (etc / "slurm.conf").write_text(slurm_conf)
+        (etc / "gres.conf").write_text(gres_conf)
+        for file_name, text in extra:
+            (etc / file_name).write_text(text)
+        process = self.start(f"slurmctld{'-' + name if name else ''}", "env", f"SLURM_CONF={etc}/slurm.conf", "slurmctld", "-D", "-i")
+        wait_for(lambda: self.scontrol(name, "ping", check=False).returncode == 0 or not self.alive(process), f"slurmctld {name}", 30)
         return process
+
+    def scontrol(self, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        etc = self.root / f"etc-slurm-{name}" if name else self.slurm_etc
+        return self.run("env", f"SLURM_CONF={etc}/slurm.conf", "scontrol", *args, check=check)
 
     def slurmd(self, node: str) -> None:
         self.start(f"slurmd-{node}", "slurmd", "-D", "-N", node)
@@ -331,16 +341,26 @@ class SlurmLab(Lab):
         return self.run("sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args, user=user, check=check)
 
 
-def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str]) -> str:
+# How slurmctld complains about its configuration (as opposed to this machine: no MailProg, no PMIx).
+CONFIG_COMPLAINTS = re.compile(r"fatal|specified more than once|Parsing error|unrecognized|[Ii]nvalid (?!.*MailProg)")
+
+
+def config_complaints(log: str) -> list[str]:
+    """The lines of a slurmctld log that fault its configuration."""
+    return [line for line in log.splitlines() if CONFIG_COMPLAINTS.search(line)]
+
+
+def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "") -> str:
     """The part of slurm.conf an operator generates itself (soperator, Slinky), as a minimal
     base for this machine: the controller on loopback, accounting, one fake node per entry
     (`nodes`: name -> (feature, GPUs)) with its own port, `%n` in every per-node path;
-    `lines` are that operator's own settings, and the rendered text is appended after them."""
-    state = lab.dir("state", "root")
+    `lines` are that operator's own settings, and the rendered text is appended after them.
+    A `name` gives the slurmctld of `SlurmLab.slurmctld(..., name=name)` its own state and port."""
+    state = lab.dir(f"state-{name}" if name else "state", "root")
     base = [
         f"ClusterName={cluster}",
         "SlurmctldHost=localhost(127.0.0.1)",
-        f"SlurmctldPort={lab.ctld_port}",
+        f"SlurmctldPort={free_port() if name else lab.ctld_port}",
         "AuthType=auth/munge",
         "AuthInfo=cred_expire=10",  # a requeued job may run again after 10 s, not 121
         "SlurmUser=root",

@@ -257,6 +257,16 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     assert "State=CLOUD" not in ack.slurm_conf(quiet) and "SuspendProgram" not in ack.slurm_conf(quiet)
 
 
+def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):
+    # AutoDetect on a CLOUD node is fatal in slurmctld up to 23.11.3 (the services tier starts it on this text).
+    assert ack.gres_conf(ack_config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu File=/dev/nvidia0\n"
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["nodePools"][0]["gpusPerNode"] = 8
+    assert ack.gres_conf(parse_config(raw)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu File=/dev/nvidia[0-7]\n"
+    raw["slurm"]["ack"]["autoscaling"] = {"enabled": False}
+    assert ack.gres_conf(parse_config(raw)) == "AutoDetect=nvml\n"
+
+
 def test_ack_login_is_a_private_clb_with_the_guides_labels(ack_config):
     service = ack.login_service(ack_config)
     labels = {"kai.alibabacloud.com/slurm-cluster": "ack-slurm-cluster-1", "kai.alibabacloud.com/slurm-node-type": "head"}

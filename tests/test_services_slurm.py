@@ -14,9 +14,9 @@ import pytest
 
 from components import tenancy
 from components.config import PlatformConfig, parse_config
-from components.slurm import manifest_of, operator_module
+from components.slurm import ack, manifest_of, operator_module, slinky
 from tests.harness import stack_config
-from tests.services import SlurmLab, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
+from tests.services import SlurmLab, config_complaints, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
 
 USERS = ["alice", "bob", "carol", "dan"]
 LAB_NODES = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
@@ -201,3 +201,41 @@ def test_experiment_6_more_nodes_than_the_partition_pends_and_a_range_starts_on_
     assert lab.squeue(ranged, "%N") == "gpu-c-0"
     four = submit(lab, "alice", "-A", "default", "-N", "4", "--gres=gpu:1", "--wrap", "srun hostname")
     wait_for(lambda: state(lab, four) == "PENDING PartitionConfig", "-N 4 pending with PartitionConfig", 10)
+
+
+def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_with_cloud_nodes(lab):
+    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes.
+    config = parse_config(stack_config("staging-hangzhou"))
+    hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
+    paths = {"/var/spool/slurmctld": lab.dir("ack-state", "slurm"), "/var/spool/slurmd": lab.dir("ack-slurmd")}
+    conf = for_this_slurm(ack.slurm_conf(config), hosts, paths, source="ACK slurm.conf")
+    process = lab.slurmctld(conf, for_this_slurm(ack.gres_conf(config), source="ACK gres.conf"), name="ack")
+    log = lab.log("slurmctld-ack")
+    assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
+    # Every worker the copilot may create is in the partition (22.05 hides powered-down CLOUD nodes from `show node`).
+    partition = lab.scontrol("ack", "--oneliner", "show", "partition").stdout
+    groups = ack.ack(config).autoscaling.max_nodes_per_group
+    expected_nodes = ",".join(f"{ack.worker_name_prefix(config, pool)}[0-{groups - 1}]" for pool in config.gpu_pools)
+    assert f" Nodes={expected_nodes} " in partition and f" TotalNodes={groups * len(config.gpu_pools)} " in partition, partition
+
+
+def slinky_slurm_conf(config, lab: SlurmLab, name: str) -> tuple[str, str]:
+    """Slinky 1.2.1's own lines (a NodeSet per NodeSet CR, no partition of its own: ours disable it),
+    then the Controller's `extraConf` verbatim, as its controller builder writes slurm.conf."""
+    nodes = {f"{name}-{pool.name}-0": (slinky.nodeset_name(pool), pool.gpus_per_node) for pool in config.gpu_pools}
+    own = [f"NodeSet={feature} Feature={feature}" for feature in sorted({feature for feature, _ in nodes.values()})]
+    spec = slinky.controller(config)["spec"]
+    base = lab_base(f"{config.cluster.name}-{name}", lab, nodes, own, name)
+    return base + for_this_slurm(spec["extraConf"] + "\n", source="Slinky extraConf"), slinky.config_files(config)["data"]["gres.conf"]
+
+
+@pytest.mark.parametrize("stack", ["prod-hcm", "dev-lab"])
+def test_slurmctld_runs_slinkys_extra_conf(lab, stack):
+    # prod-hcm is Slinky's stack; dev-lab as Slinky adds the tenants' lines.
+    config = parse_config({**stack_config(stack), "slurmOperator": "slinky"})
+    conf, gres = slinky_slurm_conf(config, lab, f"slinky-{stack}")
+    process = lab.slurmctld(conf, for_this_slurm(gres, source="Slinky gres.conf"), name=f"slinky-{stack}")
+    log = lab.log(f"slurmctld-slinky-{stack}")
+    assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
+    partitions = lab.scontrol(f"slinky-{stack}", "show", "partition", "-o").stdout
+    assert {p.split()[0] for p in partitions.splitlines()} == {f"PartitionName={p.name}" for p in config.partitions}, partitions
