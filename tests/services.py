@@ -94,6 +94,22 @@ def for_this_slurm(text: str, hosts: Iterable[str] = (), paths: Optional[Mapping
     return "\n".join(kept) + "\n"
 
 
+def etc_digest() -> dict[str, str]:
+    """Every regular file under the host's /etc, by path: its mode, owner and content hash."""
+    import hashlib
+
+    digest = {}
+    for path in sorted(Path("/etc").rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            try:
+                content = hashlib.sha256(path.read_bytes()).hexdigest()
+            except PermissionError:
+                content = "unreadable"
+            digest[str(path)] = f"{stat.st_mode:o} {stat.st_uid}:{stat.st_gid} {content}"
+    return digest
+
+
 def free_port() -> int:
     import socket
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from components import tenancy
-from components.config import PlatformConfig, parse_config
+from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, manifest_of, operator_module, slinky
 from tests.harness import stack_config
-from tests.services import SlurmLab, config_complaints, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
+from tests.services import SlurmLab, config_complaints, etc_digest, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
 
 USERS = ["alice", "bob", "carol", "dan"]
 LAB_NODES = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
@@ -48,6 +48,7 @@ class DevLab(SlurmLab):
 
     config: PlatformConfig
     ctld: subprocess.Popen
+    etc_before: dict[str, str]
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,7 @@ def lab():
     except Exception as error:  # noqa: BLE001 - the tier fails, naming the install command
         pytest.fail(str(error))
     config = parse_config(LAB_CONFIG)
+    etc_before = etc_digest()
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
     root.chmod(0o755)
@@ -74,10 +76,13 @@ def lab():
             lab.slurmd(node)
         wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle", "idle"], "both fake GPU nodes idle", 60)
         lab.config = config
+        lab.etc_before = etc_before
         yield lab
     finally:
         lab.close()
         shutil.rmtree(root)
+    # Users, hosts, Slurm and munge config all lived in the lab's namespace: the host's /etc is as it was.
+    assert etc_digest() == etc_before
 
 
 def tenants_job(lab: SlurmLab, config, name: str, conf_edit=lambda text: text):
@@ -141,7 +146,9 @@ def cancel_all(lab):
 
 @pytest.fixture
 def jobs(lab):
-    wait_for(lambda: lab.sacctmgr("show", "assoc", "where", "account=vc1-oppo", "format=Account").strip(), "the tenants' accounts", 5)
+    if not lab.sacctmgr("show", "assoc", "where", "account=vc1-oppo", "format=Account").strip():  # run alone (-k)
+        applied = tenants_job(lab, lab.config, "for-jobs")
+        assert applied.returncode == 0, applied.stderr[-2000:]
     yield
     cancel_all(lab)
 
@@ -239,3 +246,49 @@ def test_slurmctld_runs_slinkys_extra_conf(lab, stack):
     assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
     partitions = lab.scontrol(f"slinky-{stack}", "show", "partition", "-o").stdout
     assert {p.split()[0] for p in partitions.splitlines()} == {f"PartitionName={p.name}" for p in config.partitions}, partitions
+
+
+def test_experiment_2_prod_starts_before_an_earlier_test_job(lab, jobs):
+    running = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 5")
+    wait_for(lambda: state(lab, running) == "RUNNING None", "vc1's first test job", 20)
+    test = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
+    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
+    wait_for(lambda: [state(lab, test), state(lab, prod)] == ["PENDING AssocGrpGRES"] * 2, "both waiting for vc1's guarantee", 10)
+    # sprio shows the QOS factor that puts prod first.
+    factors = dict(line.split() for line in lab.run("sprio", "-h", "-o", "%i %Q", "-j", f"{test},{prod}").stdout.splitlines())
+    assert int(factors[prod]) > int(factors[test]) > 0, factors
+    wait_for(lambda: state(lab, prod) == "RUNNING None", "the prod job starting when the GPU frees", 40)
+    assert state(lab, test).startswith("PENDING")
+
+
+def test_the_host_etc_is_unchanged_while_the_lab_runs(lab):
+    # The lab's users exist (they own jobs above), only inside its namespace.
+    assert "alice" in lab.run("getent", "passwd", "alice").stdout
+    assert subprocess.run(["getent", "passwd", "alice"], capture_output=True).returncode == 2
+    assert etc_digest() == lab.etc_before
+
+
+def test_experiment_4_both_machines_in_one_tenant(lab, jobs):
+    """The lab's second layout: `default` holds a cell on each pool; the Job (a new hash) sets gres/gpu=2.
+    A second tenant on top fails the fit check. The first layout is applied again afterwards."""
+    second = {
+        **LAB_CONFIG,
+        "tenants": [
+            {**LAB_CONFIG["tenants"][0], "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}, {"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]}
+        ],
+    }
+    config = parse_config(second)
+    assert tenancy.tenants_hash(config) != tenancy.tenants_hash(lab.config)
+    with pytest.raises(ConfigError, match="gpu-d"):
+        parse_config(
+            {**second, "tenants": [*second["tenants"], {**LAB_CONFIG["tenants"][1], "cells": [{"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]}]}
+        )
+    try:
+        result = tenants_job(lab, config, "second-layout")
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert lab.sacctmgr("show", "assoc", "where", "account=default", "user=", "format=GrpTRES").split() == ["gres/gpu=2"]
+        jobs_ = [submit(lab, "alice", "-A", "default", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 60") for _ in range(2)]
+        wait_for(lambda: [state(lab, job) for job in jobs_] == ["RUNNING None", "RUNNING None"], "default's two jobs, one per machine", 20)
+    finally:
+        restored = tenants_job(lab, lab.config, "first-layout-again")
+        assert restored.returncode == 0, restored.stderr[-2000:]
