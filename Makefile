@@ -60,11 +60,12 @@ test: $(STAMP) $(POLICY_STAMP) toolchain
 	scripts/services-local.sh install
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
 
-# The services tier alone: real Slurm, munge and MariaDB daemons from Debian packages
-# (scripts/services-local.sh installs them; root on Debian 12).
-test-services: $(STAMP)
+# The services tier alone: real Slurm, munge, MariaDB and OpenLDAP daemons from Debian packages
+# (scripts/services-local.sh installs them; root on Debian 12). The munge tests take their key
+# from an engine `up` of the local stack, hence the toolchain.
+test-services: $(STAMP) $(POLICY_STAMP) toolchain
 	scripts/services-local.sh install
-	$(PYTHON) -m pytest -q -rs tests/test_services_slurm.py
+	$(PYTHON) -m pytest -q -rs tests/test_services_*.py
 
 # `make up` is the local stack; `make up STACK=kwok` deploys to a loopback
 # Kubernetes API server (scripts/kube-local.sh) with kwok's fake nodes.
