@@ -957,6 +957,16 @@ class TenantConfig(Model):
     def guaranteed_gpus(self) -> int:
         return sum(cell.gpus_per_cell * cell.cells for cell in self.cells)
 
+    @property
+    def oppo_account(self) -> str:
+        """The Slurm account of its opportunistic jobs."""
+        return f"{self.name}-oppo"
+
+    @property
+    def pools(self) -> set[str]:
+        """The GPU pools it holds cells on: the only ones its guaranteed jobs may run on."""
+        return {cell.pool for cell in self.cells}
+
 
 # ---------------------------------------------------------------------------
 # The whole stack
@@ -1464,13 +1474,22 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
     for index, name in _duplicates([t.name for t in tenants]):
         yield Problem(("tenants", index, "name"), "must be unique among tenants", name)
     # Each tenant also owns the Slurm account <name>-oppo.
-    oppo_accounts = {f"{t.name}-oppo": t.name for t in tenants}
+    oppo_accounts = {t.oppo_account: t.name for t in tenants}
     for index, tenant in enumerate(tenants):
         if tenant.name in oppo_accounts:
             yield Problem(
                 ("tenants", index, "name"),
                 f"is the Slurm account for the oppo jobs of tenant {oppo_accounts[tenant.name]!r}; choose another name",
                 tenant.name,
+            )
+    # With tenants, who may use a partition follows from the cells (components/slurm/common.py partition_options).
+    for index, partition in enumerate(config.slurm.partitions):
+        if {option.partition("=")[0].lower() for option in partition.config.split()} & {"allowaccounts", "denyaccounts"}:
+            yield Problem(
+                ("slurm", "partitions", index, "config"),
+                "sets AllowAccounts/DenyAccounts, which the tenants decide: a tenant's account may use the partitions over its cells' "
+                "pools, every oppo account all of them; remove it",
+                partition.config,
             )
     pools = {pool.name: pool for pool in config.node_pools}
     gpu_pool_names = ", ".join(sorted(pool.name for pool in config.gpu_pools))

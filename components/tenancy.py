@@ -10,8 +10,10 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
 - account `<tenant>-oppo` with QOS oppo (and `GrpTRES` = the borrowing cap):
   opportunistic work on any idle GPU, requeued when a prod or test job needs
   the GPUs back (`Preempt=oppo`, slurm.conf `PreemptType=preempt/qos`);
+- every partition allows the accounts of the tenants holding cells on each of
+  its pools, and every oppo account: guaranteed work stays on its own pools;
 - the slurm.conf side goes through each operator's own mechanism
-  (components/slurm/common.py `tenant_slurm_conf`).
+  (components/slurm/common.py `tenant_slurm_conf`, `partition_options`).
 
 Accounts, QOS and associations are applied by a Kubernetes Job running
 `sacctmgr -i` (add what is absent, modify what differs, check what slurmdbd holds),
@@ -50,10 +52,6 @@ SCRIPT = "sacctmgr.sh"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
 # What the policy pack reads back (slurm-tenant-cells-fit).
 CELLS_KEY = "cells.json"
-
-
-def oppo_account(tenant: TenantConfig) -> str:
-    return f"{tenant.name}-oppo"
 
 
 def qos_names(tenant: TenantConfig) -> list[str]:
@@ -170,7 +168,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
         if "oppo" in tenant.priorities:
             cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
-            accounts.append((oppo_account(tenant), f"gres/gpu={cap}", ["oppo"], "oppo"))
+            accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo"))
         lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
         for account, limit, qos, default in accounts:
             # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name.
@@ -325,7 +323,7 @@ def summary(config: PlatformConfig) -> dict[str, Any]:
             "cells": [{"pool": c.pool, "gpusPerCell": c.gpus_per_cell, "cells": c.cells} for c in t.cells],
             "borrowableGpus": borrowable_gpus(config, t),
             "qos": qos_names(t),
-            "accounts": {"guaranteed": t.name, **({"oppo": oppo_account(t)} if "oppo" in t.priorities else {})},
+            "accounts": {"guaranteed": t.name, **({"oppo": t.oppo_account} if "oppo" in t.priorities else {})},
             "namespace": t.name if t.namespace else None,
         }
         for t in config.tenants

@@ -271,6 +271,8 @@ class SlurmLab(Lab):
         self.slurm_etc = self.dir("etc-slurm")
         self.bind(self.slurm_etc, "/etc/slurm")
         self.ctld_port = free_port()
+        # One port per fake node for the lab's life: a re-rendered slurm.conf (reconfigure) keeps them.
+        self.node_ports: dict[str, int] = {}
 
     def munged(self, key: bytes, key_path: Optional[str] = None) -> None:
         """munged with `key` (at `key_path` inside the lab when given: the layout a pod mounts)."""
@@ -399,7 +401,9 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         *lines,
     ]
     for name, (feature, gpus) in nodes.items():
-        base.append(f"NodeName={name} NodeAddr=127.0.0.1 Port={free_port()} CPUs=2 RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN")
+        base.append(
+            f"NodeName={name} NodeAddr=127.0.0.1 Port={lab.node_ports.setdefault(name, free_port())} CPUs=2 RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN"
+        )
     return "\n".join(base) + "\n"
 
 

@@ -297,6 +297,11 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenant-over-commits-pool", tenants(tenant(), tenant("team-b", cells=[{"pool": "gpu", "gpusPerCell": 4, "cells": 3}])), "tenants"),
     ("tenant-unknown-priority", tenants(tenant(priorities=["crit"])), "tenants[0].priorities[0]"),
     ("tenant-oppo-only", tenants(tenant(priorities=["oppo"])), "tenants[0].priorities"),
+    (
+        "tenant-partition-sets-its-own-accounts",
+        tenants(tenant(), **{"slurm.partitions": [{"name": "main", "default": True, "config": "State=UP allowaccounts=team-a"}]}),
+        "slurm.partitions[0].config",
+    ),
     ("tenant-cap-without-oppo", tenants(tenant(priorities=["prod"], borrowingCap=8)), "tenants[0].borrowingCap"),
     ("tenant-user-uppercase", tenants(tenant(users=["Alice"])), "tenants[0].users[0]"),
     ("tenant-namespace-is-cluster", tenants(tenant("fpt-hpc", namespace=True)), "tenants[0].namespace"),

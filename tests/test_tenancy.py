@@ -108,6 +108,8 @@ def test_a_tenants_guarantee_is_the_sum_of_its_cells():
 
 OPERATOR_STACKS = {"soperator 4.1.7": "staging-hanoi", "ack-slurm-operator": "staging-hangzhou", "Slinky slurm-operator 1.2.1": "prod-hcm"}
 TENANT_SLURM_CONF = [
+    "JobSubmitPlugins=all_partitions",
+    "EnforcePartLimits=ANY",
     "PriorityType=priority/multifactor",
     "PreemptType=preempt/qos",
     "PreemptMode=REQUEUE",
@@ -366,15 +368,47 @@ def test_tenants_get_a_partition_per_gpu_pool_unless_partitions_are_declared(ope
     for name in pools:
         if operator_name == "soperator 4.1.7":
             cluster = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]
-            assert {"name": name, "nodeSetRefs": [name], "config": "Default=NO MaxTime=INFINITE State=UP"} in cluster["spec"][
-                "partitionConfiguration"
-            ]["partitions"]
+            (partition,) = [p for p in cluster["spec"]["partitionConfiguration"]["partitions"] if p["name"] == name]
+            assert partition["nodeSetRefs"] == [name] and partition["config"].startswith("Default=NO MaxTime=INFINITE State=UP AllowAccounts=")
         else:
             assert any(line.startswith(f"PartitionName={name} ") for line in text.splitlines())
     # Declared partitions are the operator's choice; without tenants nothing is added.
     declared = with_tenants(*two_teams(stack), stack=stack, slurm={**default_partitions, "partitions": [{"name": "all", "default": True}]})
     assert [p.name for p in declared.partitions] == ["all"]
     assert [p.name for p in parse_config({**raw, "slurm": default_partitions}).partitions] == ["main"]
+
+
+def partition_lines(config) -> dict[str, str]:
+    """Each partition's slurm.conf options, however the operator carries them."""
+    if config.slurm_operator == "soperator":
+        cluster = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]
+        return {p["name"]: p["config"] for p in cluster["spec"]["partitionConfiguration"]["partitions"]}
+    lines = [line for line in slurm_conf_text(config).splitlines() if line.startswith("PartitionName=")]
+    return {line.split()[0].removeprefix("PartitionName="): line for line in lines}
+
+
+@pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
+def test_a_tenants_account_may_use_only_the_partitions_over_its_cells_pools_and_oppo_any(operator_name, stack):
+    pool = gpu_pool(stack)
+    other = {**pool, "name": "other", "selector": {"example.com/pool": "other"}, "gpusPerNode": 8}
+    other.pop("karpenter", None)
+    raw_pools = [p for p in stack_config(stack)["nodePools"] if not p.get("gpusPerNode")] + [pool, other]
+    teams = [
+        {"name": "team-a", "cells": [{"pool": pool["name"], "gpusPerCell": 1, "cells": 1}]},
+        {"name": "team-b", "cells": [{"pool": "other", "gpusPerCell": 8, "cells": 1}], "priorities": ["prod", "test"]},
+        {"name": "team-c", "cells": [{"pool": pool["name"], "gpusPerCell": 1, "cells": 1}, {"pool": "other", "gpusPerCell": 8, "cells": 1}]},
+    ]
+    slurm = {k: v for k, v in stack_config(stack).get("slurm", {}).items() if k != "partitions"}
+    config = with_tenants(*teams, stack=stack, slurm=slurm, nodePools=raw_pools)
+    options = partition_lines(config)
+    assert set(options) == {"main", pool["name"], "other"}
+    # team-b has no oppo level: no team-b-oppo account.
+    assert options[pool["name"]].endswith(" AllowAccounts=team-a,team-c,team-a-oppo,team-c-oppo")
+    assert options["other"].endswith(" AllowAccounts=team-b,team-c,team-a-oppo,team-c-oppo")
+    assert options["main"].endswith(" AllowAccounts=team-c,team-a-oppo,team-c-oppo")  # only team-c holds cells on both pools
+    no_oppo = with_tenants({**teams[1], "priorities": ["prod"]}, stack=stack, slurm=slurm, nodePools=raw_pools)
+    assert partition_lines(no_oppo)[pool["name"]].endswith(" AllowAccounts=root")
+    assert all("AllowAccounts" not in line for line in partition_lines(parse_config(stack_config(stack))).values())
 
 
 def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():

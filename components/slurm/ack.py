@@ -41,6 +41,7 @@ from .common import (
     gpu_resources,
     ldap_ca_files,
     node_port_fields,
+    partition_options,
     pool_tolerations,
     service_account_rbac,
     ssh_command_for,
@@ -134,7 +135,9 @@ def partition_lines(config: PlatformConfig) -> list[str]:
     lines = []
     for partition in config.partitions:
         nodes = ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
-        lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
+        lines.append(
+            f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
+        )
     return lines
 
 

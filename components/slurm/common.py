@@ -8,7 +8,7 @@ from typing import Any
 
 from policies import kube_rules
 
-from ..config import NodePoolConfig, PlatformConfig, PodResources, login_lb_annotations
+from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations
 from ..ldap import CLIENT_CA_KEY
 from . import Rendered
 
@@ -67,6 +67,10 @@ def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
     if not config.tenants:
         return []
     return [
+        # A job that names no partition is submitted to every partition and runs only where its account
+        # is allowed (partition_options); one that names only partitions its account may not use is refused.
+        "JobSubmitPlugins=all_partitions",
+        "EnforcePartLimits=ANY",
         "PriorityType=priority/multifactor",
         f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
         "PriorityWeightFairshare=10000",
@@ -76,6 +80,19 @@ def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
         "AccountingStorageEnforce=associations,limits,qos,safe",
         "AccountingStorageTRES=gres/gpu",
     ]
+
+
+def partition_options(config: PlatformConfig, partition: PartitionConfig) -> str:
+    """A partition's slurm.conf options. With tenants, guaranteed work stays on the pools of its cells:
+    a tenant's account may use a partition only if it holds cells on every pool the partition spans,
+    and every oppo account may use any partition (its jobs borrow idle GPUs and are preempted)."""
+    if not config.tenants:
+        return partition.config
+    spanned = set(partition.pools) or {pool.name for pool in config.gpu_pools}
+    accounts = [t.name for t in config.tenants if spanned <= t.pools]
+    accounts += [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
+    # Nobody's: only Slurm's own root account (an administrator's) may use it.
+    return f"{partition.config} AllowAccounts={','.join(accounts) or 'root'}"
 
 
 def system_priority_class_name(config: PlatformConfig) -> str:

@@ -23,6 +23,7 @@ from .common import (
     gpu_resources,
     ldap_ca_files,
     login_service_spec,
+    partition_options,
     pool_tolerations,
     ssh_command_for,
     ssh_endpoint,
@@ -93,7 +94,9 @@ def partition_lines(config: PlatformConfig) -> list[str]:
     for partition in config.partitions:
         pools = [p for p in config.gpu_pools if not partition.pools or p.name in partition.pools]
         nodes = ",".join(nodeset_name(p) for p in pools)
-        lines.append(f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition.config}")
+        lines.append(
+            f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
+        )
     return lines
 
 

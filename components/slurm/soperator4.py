@@ -24,6 +24,7 @@ from . import AccountingClient, KeySecret, Rendered, soperator1
 from .common import (
     SSHD_PORT,
     gpu_resources,
+    partition_options,
     pool_tolerations,
     resources,
     service_account_rbac,
@@ -104,7 +105,7 @@ def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
             entry["nodeSetRefs"] = [nodeset_name(p) for p in config.gpu_pools if p.name in partition.pools]
         else:
             entry["isAll"] = True
-        entry["config"] = f"Default={'YES' if partition.default else 'NO'} {partition.config}"
+        entry["config"] = f"Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
         partitions.append(entry)
     return {"configType": "structured", "partitions": partitions}
 
