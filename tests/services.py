@@ -407,9 +407,18 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
     return "\n".join(base) + "\n"
 
 
-def fake_gpus(nodes: Mapping[str, tuple[str, int]]) -> str:
-    """gres.conf for nodes without GPUs: 22.05 drops a GPU without File=, and /dev/null opens."""
-    return "".join(f"NodeName={name} Name=gpu File=/dev/null\n" for name, (_, gpus) in nodes.items() for _ in range(gpus))
+def fake_gpus(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
+    """gres.conf for nodes without GPUs. 22.05 drops a GPU without File=, refuses a plain file and two GPUs
+    of a node on one file: each fake GPU is a file of the lab with /dev/null bound over it (in the lab only)."""
+    devices = lab.dir("fake-gpus")
+    lines = []
+    for name, (_, gpus) in nodes.items():
+        for index in range(gpus):
+            device = devices / f"{name}-gpu{index}"
+            device.touch()
+            lab.bind(Path("/dev/null"), str(device))
+            lines.append(f"NodeName={name} Name=gpu File={device}\n")
+    return "".join(lines)
 
 
 def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None) -> subprocess.CompletedProcess:

@@ -79,7 +79,7 @@ def lab():
         lab.mariadb()
         lab.slurmdbd()
         base, custom = soperator4_slurm_conf(config, lab)
-        lab.ctld = lab.slurmctld(base, fake_gpus(LAB_NODES), [("custom_slurm.conf", custom)])
+        lab.ctld = lab.slurmctld(base, fake_gpus(lab, LAB_NODES), [("custom_slurm.conf", custom)])
         for node in LAB_NODES:
             lab.slurmd(node)
         wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle", "idle"], "both fake GPU nodes idle", 60)
