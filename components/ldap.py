@@ -141,14 +141,16 @@ def seed_ldif(ldap: LdapConfig, readonly_password_hash: str, tenants: Sequence[T
 
 def readonly_acl_ldif(ldap: LdapConfig) -> str:
     """The data tree's ACL: the service account reads, users read themselves and change
-    their password, password hashes are only used to authenticate. The admin (rootDN)
-    is not subject to ACLs."""
+    their password, password hashes are only used to authenticate. The service account's
+    own password is bind-only too: it sits on every node, and whoever reads it there must
+    not be able to change it and lock every node out. The admin (rootDN) is not subject to ACLs."""
     return (
         "dn: olcDatabase={2}mdb,cn=config\n"
         "changetype: modify\n"
         "add: olcAccess\n"
-        "olcAccess: {0}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none\n"
-        f'olcAccess: {{1}}to * by dn.exact="{readonly_dn(ldap)}" read by self read by * none\n'
+        f'olcAccess: {{0}}to dn.exact="{readonly_dn(ldap)}" attrs=userPassword by anonymous auth by * none\n'
+        "olcAccess: {1}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none\n"
+        f'olcAccess: {{2}}to * by dn.exact="{readonly_dn(ldap)}" read by self read by * none\n'
     )
 
 

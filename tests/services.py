@@ -64,21 +64,34 @@ def slurm_version() -> str:
     return f"{match[1]}.{match[2]}"
 
 
-def site_line(line: str, hosts: Iterable[str], paths: Mapping[str, Path]) -> str:
+# A config line's key and its separator: Slurm's `Key=`, sssd's `key = `, nslcd's `key `.
+CONFIG_KEY = re.compile(r"^(\s*[^=\s]+\s*=\s*|\s*[^=\s]+\s+)(?=\S)")
+
+
+def site_line(line: str, hosts: Iterable[str] | Mapping[str, str], paths: Mapping[str, Path]) -> str:
     """The one place a rendered line is changed for this machine: a value naming one of `hosts`
-    becomes 127.0.0.1, and a path under one of `paths`' keys moves to its test directory."""
-    key, sep, value = line.partition("=")
-    if not sep:
+    becomes 127.0.0.1 (or, given a mapping, its address there: `host:port` to `127.0.0.1:port`),
+    and a path under one of `paths`' keys moves to its test directory."""
+    match = CONFIG_KEY.match(line)
+    if not match:
         return line
-    if key == "SlurmctldHost" and any(value.split("(")[0] == host for host in hosts):
+    key, value = match[1], line[match.end() :]
+    addresses = dict(hosts) if isinstance(hosts, Mapping) else dict.fromkeys(hosts, "127.0.0.1")
+    if key == "SlurmctldHost=" and value.split("(")[0] in addresses:
         # slurmctld starts only where its host name matches: on this machine, that is "localhost".
-        return f"{key}=localhost(127.0.0.1)"
-    for host in hosts:
-        value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "127.0.0.1", value)
+        return f"{key}localhost(127.0.0.1)"
+    for host, address in addresses.items():
+        value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", address, value)
     for prefix, target in sorted(paths.items(), key=lambda item: -len(item[0])):
         if value == prefix or value.startswith(prefix.rstrip("/") + "/"):
             value = str(target) + value[len(prefix.rstrip("/")) :]
-    return f"{key}{sep}{value}"
+    return f"{key}{value}"
+
+
+def for_this_machine(text: str, hosts: Iterable[str] | Mapping[str, str] = (), paths: Optional[Mapping[str, Path]] = None) -> str:
+    """Rendered config text (any daemon's) with its site lines mapped."""
+    hosts = hosts if isinstance(hosts, Mapping) else tuple(hosts)
+    return "".join(site_line(line, hosts, paths or {}) + "\n" for line in text.splitlines())
 
 
 def for_this_slurm(text: str, hosts: Iterable[str] = (), paths: Optional[Mapping[str, Path]] = None, source: str = "") -> str:
@@ -462,3 +475,163 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
         pid_file = lab.root / f"pod-{name}" / "run-munge" / "munged.pid"
         if pid_file.exists():
             lab.adopted.append(int(pid_file.read_text()))
+
+
+# --- OpenLDAP ----------------------------------------------------------------------
+
+# Where the Debian packages keep their state; the lab binds a directory of its own over each.
+SSSD_STATE = ("/var/lib/sss/db", "/var/lib/sss/pipes", "/var/lib/sss/mc", "/var/log/sssd")
+
+
+class LdapLab(Lab):
+    """slapd set up as the rendered StatefulSet's environment asks bitnami's image to be (LDAP_ROOT,
+    LDAP_ADMIN_USERNAME, LDAP_ALLOW_ANON_BINDING), on ldap://127.0.0.1:<port> and ldapi in the lab's /run;
+    then, as the image does on first start, the seed LDIFs loaded by the admin and the
+    /docker-entrypoint-initdb.d scripts run, both verbatim."""
+
+    def __init__(self, root: Path, statefulset: Mapping[str, Any], admin_password: str, tls_host: str = ""):
+        """With LDAP_ENABLE_TLS, the TLS Secret (tls.crt, tls.key, ca.crt) is made here by a CA of the
+        lab's own for `tls_host`, the name clients connect to, and slapd serves ldaps on `port` too."""
+        super().__init__(root)
+        (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+        env = {entry["name"]: entry.get("value") for entry in container["env"]}
+        self.base_dn = env["LDAP_ROOT"]
+        self.admin_dn = f"cn={env['LDAP_ADMIN_USERNAME']},{self.base_dn}"
+        self.admin_password = admin_password
+        self.port = free_port()
+        config = self.dir("slapd.d", "openldap", 0o700)
+        data = self.dir("ldap-data", "openldap", 0o700)
+        self.run("mkdir", "-p", "/run/slapd")
+        self.run("chown", "openldap:openldap", "/run/slapd")
+        tls = self.tls_secret(tls_host) if env.get("LDAP_ENABLE_TLS") == "yes" else None
+        initial = self.root / "cn-config.ldif"
+        anonymous = env.get("LDAP_ALLOW_ANON_BINDING") != "no"
+        initial.write_text(_cn_config(self.base_dn, self.admin_dn, admin_password, data, anonymous, tls))
+        self.run("slapadd", "-n", "0", "-F", str(config), "-l", str(initial), user="openldap")
+        self.url = f"ldaps://127.0.0.1:{self.port}" if tls else f"ldap://127.0.0.1:{self.port}"
+        self.start("slapd", "slapd", "-d", "256", "-u", "openldap", "-g", "openldap", "-F", str(config), "-h", f"{self.url}/ ldapi:///")
+        wait_for(lambda: self.run("ldapwhoami", "-Y", "EXTERNAL", "-H", "ldapi:///", check=False).returncode == 0, "slapd", 20)
+
+    def tls_secret(self, host: str) -> Path:
+        """A CA and a server certificate for `host` (openssl), as cert-manager would issue them."""
+        tls = self.dir("tls", "openldap")
+        openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        self.run(*openssl, "-keyout", f"{tls}/ca.key", "-out", f"{tls}/ca.crt", "-subj", "/CN=slurm-platform lab CA")
+        self.run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{tls}/tls.key", "-out", f"{tls}/tls.csr", "-subj", f"/CN={host}")
+        (tls / "san.ext").write_text(f"subjectAltName=DNS:{host}\n")
+        self.run(
+            "openssl", "x509", "-req", "-in", f"{tls}/tls.csr", "-CA", f"{tls}/ca.crt", "-CAkey", f"{tls}/ca.key",
+            "-CAcreateserial", "-days", "1", "-extfile", f"{tls}/san.ext", "-out", f"{tls}/tls.crt",
+        )  # fmt: skip
+        for name in ("tls.key", "tls.crt", "ca.crt"):
+            shutil.chown(tls / name, "openldap", "openldap")
+        (tls / "ca.crt").chmod(0o644)
+        (tls / "tls.key").chmod(0o600)
+        return tls
+
+    def load(self, seed: str, init_scripts: Mapping[str, str]) -> None:
+        seed_file = self.root / "seed.ldif"
+        seed_file.write_text(seed)
+        self.ldap("ldapadd", "-f", str(seed_file), bind=(self.admin_dn, self.admin_password))
+        for name, script in sorted(init_scripts.items()):
+            path = self.root / name
+            path.write_text(script)
+            self.run("bash", str(path))
+
+    def ldap(self, tool: str, *args: str, bind: Optional[tuple[str, str]] = None, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
+        """An ldap-utils tool against the lab's slapd, bound as `bind` (dn, password) or anonymously."""
+        credentials = ["-D", bind[0], "-w", bind[1]] if bind else []
+        # The admin's tools skip the name check (127.0.0.1 is not the certificate's name); the clients under test do not.
+        return self.run("env", "LDAPTLS_REQCERT=never", tool, "-x", "-H", self.url, *credentials, *args, check=check, **kwargs)
+
+    def nsswitch(self, source: str) -> None:
+        """The lab's /etc/nsswitch.conf: users and groups from files, then `source` (ldap: nslcd, sss: sssd)."""
+        text = Path("/etc/nsswitch.conf").read_text()
+        text = re.sub(r"(?m)^(passwd|group):.*$", rf"\1: files {source}", text)
+        path = self.root / "etc" / "nsswitch.conf"
+        path.write_text(text)
+        self.bind(path, "/etc/nsswitch.conf")
+
+    def nslcd(self, conf: str) -> None:
+        path = self.root / "etc" / "nslcd.conf"
+        path.write_text(conf)
+        path.chmod(0o600)
+        self.bind(path, "/etc/nslcd.conf")
+        self.run("mkdir", "-p", "/run/nslcd")
+        self.run("chown", "nslcd:nslcd", "/run/nslcd")  # as the package's tmpfiles.d has it
+        self.nsswitch("ldap")
+        process = self.start("nslcd", "nslcd", "-d")
+        listening = lambda: self.run("test", "-S", "/run/nslcd/socket", check=False).returncode == 0  # noqa: E731
+        wait_for(lambda: listening() or not self.alive(process), "nslcd's socket", 20)
+        assert listening(), self.log("nslcd")[-3000:]
+
+    def sssd(self, conf: str) -> subprocess.CompletedProcess:
+        """sssd in the foreground on the rendered sssd.conf; returns `sssctl config-check`."""
+        etc = self.dir("etc-sssd", mode=0o711)
+        path = etc / "sssd.conf"
+        path.write_text(conf)
+        path.chmod(0o600)
+        self.bind(etc, "/etc/sssd")
+        for target in SSSD_STATE:
+            self.bind(self.dir("sssd" + target.replace("/", "-"), "sssd", 0o770), target)
+        self.run("mkdir", "-p", "/var/lib/sss/pipes/private")
+        checked = self.run("sssctl", "config-check", check=False)
+        self.nsswitch("sss")
+        self.start("sssd", "sssd", "-i", "--logger=stderr")
+        wait_for(lambda: self.run("test", "-S", "/var/lib/sss/pipes/nss", check=False).returncode == 0, "sssd's nss responder", 30)
+        return checked
+
+
+def _cn_config(base_dn: str, admin_dn: str, admin_password: str, data: Path, anonymous: bool, tls: Optional[Path]) -> str:
+    """slapd's cn=config as bitnami's image builds it: the mdb database is {2} (after the monitor),
+    the admin is its rootDN, root over ldapi manages cn=config, pw-sha2 reads {SSHA512} hashes."""
+    from components.ldap import ssha512
+
+    lines = [
+        "dn: cn=config",
+        "objectClass: olcGlobal",
+        "cn: config",
+        *([] if anonymous else ["olcDisallows: bind_anon", "olcRequires: authc"]),
+        *(
+            [f"olcTLSCACertificateFile: {tls}/ca.crt", f"olcTLSCertificateFile: {tls}/tls.crt", f"olcTLSCertificateKeyFile: {tls}/tls.key"]
+            if tls
+            else []
+        ),
+        "",
+        "dn: cn=module{0},cn=config",
+        "objectClass: olcModuleList",
+        "cn: module{0}",
+        "olcModulePath: /usr/lib/ldap",
+        "olcModuleLoad: back_mdb",
+        "olcModuleLoad: pw-sha2",
+        "",
+        "dn: cn=schema,cn=config",
+        "objectClass: olcSchemaConfig",
+        "cn: schema",
+        "",
+        *(f"include: file:///etc/ldap/schema/{schema}.ldif" for schema in ("core", "cosine", "nis", "inetorgperson")),
+        "",
+        "dn: olcDatabase={-1}frontend,cn=config",
+        "objectClass: olcDatabaseConfig",
+        "objectClass: olcFrontendConfig",
+        "olcDatabase: {-1}frontend",
+        "",
+        "dn: olcDatabase={0}config,cn=config",
+        "objectClass: olcDatabaseConfig",
+        "olcDatabase: {0}config",
+        "olcAccess: {0}to * by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,cn=external,cn=auth manage by * none",
+        "",
+        "dn: olcDatabase={1}monitor,cn=config",
+        "objectClass: olcDatabaseConfig",
+        "olcDatabase: {1}monitor",
+        "",
+        "dn: olcDatabase={2}mdb,cn=config",
+        "objectClass: olcDatabaseConfig",
+        "objectClass: olcMdbConfig",
+        "olcDatabase: {2}mdb",
+        f"olcDbDirectory: {data}",
+        f"olcSuffix: {base_dn}",
+        f"olcRootDN: {admin_dn}",
+        f"olcRootPW: {ssha512(admin_password, 'lab-salt-0123456')}",
+    ]
+    return "\n".join(lines) + "\n"

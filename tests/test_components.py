@@ -340,9 +340,11 @@ def test_ldap_seed_creates_the_read_only_account_with_a_hashed_password(ldap_run
 def test_ldap_acl_lets_the_account_read_and_nothing_else(ldap_run):
     script = ldap_run.named("ldap-init").inputs["data"]["10-readonly-acl.sh"]
     assert script.startswith("#!/bin/bash\n")
-    assert f'olcAccess: {{1}}to * by dn.exact="{READONLY_DN}" read by self read by * none' in script
-    assert "olcAccess: {0}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none" in script
-    assert "write" not in script.split("{1}to *", 1)[1]
+    assert f'olcAccess: {{2}}to * by dn.exact="{READONLY_DN}" read by self read by * none' in script
+    assert "olcAccess: {1}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none" in script
+    # The read-only account's password (on every node) is bind-only: it cannot change it.
+    assert f'olcAccess: {{0}}to dn.exact="{READONLY_DN}" attrs=userPassword by anonymous auth by * none' in script
+    assert "write" not in script.split("{2}to *", 1)[1]
     server = only(ldap_run, "kubernetes:apps/v1:StatefulSet")
     container = server.inputs["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "LDAP_ALLOW_ANON_BINDING", "value": "no"} in container["env"]
