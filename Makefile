@@ -101,5 +101,6 @@ schema: $(STAMP)
 
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
+	$(PYTHON) benchmarks/cell_fit.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py

@@ -924,7 +924,9 @@ class TenantCells(Model):
     """Guaranteed cells (HiveD's virtualCells): `cells` of `gpusPerCell` GPUs, each cell on one node of `pool`."""
 
     pool: DnsLabel = Field(..., description="A GPU node pool (nodePools[].name).")
-    gpus_per_cell: int = Field(..., ge=1, le=16, description="GPUs in one cell, all on one node (at most the pool's gpusPerNode).")
+    gpus_per_cell: int = Field(
+        ..., ge=1, description="GPUs in one cell: up to the pool's gpusPerNode, all on one node; or whole nodes (a multiple of it)."
+    )
     cells: int = Field(..., ge=1, description="How many such cells the tenant is guaranteed.")
 
 
@@ -1521,10 +1523,11 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             if pool is None or not pool.has_gpu:
                 what = "is not a node pool" if pool is None else "has no GPUs"
                 yield Problem(("tenants", i, "cells", j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
-            elif cell.gpus_per_cell > pool.gpus_per_node:
+            elif cell.gpus_per_cell > pool.gpus_per_node and cell.gpus_per_cell % pool.gpus_per_node:
                 yield Problem(
                     ("tenants", i, "cells", j, "gpusPerCell"),
-                    f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}); a cell is GPUs on one node",
+                    f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}) and not whole nodes; a cell is GPUs on one "
+                    f"node, or whole nodes (a multiple of {pool.gpus_per_node})",
                     cell.gpus_per_cell,
                 )
     # Slurm holds the guarantees, so its workers per pool are the capacity (nodeCount unless slurmWorkers says less).
@@ -1533,7 +1536,7 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
         cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
         for t in tenants
         for c in t.cells
-        if c.gpus_per_cell <= fits.get(c.pool, (0, 0))[1]
+        if c.pool in fits and (c.gpus_per_cell <= fits[c.pool][1] or c.gpus_per_cell % fits[c.pool][1] == 0)
     ]
     for shortfall in cell_fit.shortfalls(fits, requests):
         yield Problem(("tenants",), shortfall.describe())

@@ -2,18 +2,21 @@
 (`initCellNums`: "N needed, M available"), run at preview by the stack config
 and by the policy pack alike, so it lives beside kube_rules.py.
 
-A cell of N GPUs is N GPUs on one node: a node of G GPUs holds floor(G/N)
-cells of N. Each pool is packed on its own, larger cells first, node by node.
-This greedy is exact when the cell sizes divide each other (the usual
-1/2/4/8 GPUs: a node's leftover is then always a multiple of the next smaller
-size) and conservative otherwise: it may refuse a layout a cleverer packing
-would fit, never accept one that cannot fit.
+A cell of up to one node's GPUs sits on one node; a larger cell is a whole
+number of nodes and has them to itself. Each pool is decided on its own, by an
+exact search: whole-node cells take their nodes, then the smaller cells are
+packed into the rest (bin packing over identical nodes: first-fit decreasing
+when it succeeds, a lower bound when it cannot, else a depth-first search over
+the remaining cell counts, memoised, one node at a time, trying only fillings
+that leave no remaining cell able to fit). When a layout does not fit, the
+message counts per cell size, as HiveD does, from a larger-first packing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -31,34 +34,150 @@ class Shortfall:
     needed: int
     available: int
     tenants: tuple[str, ...]
+    gpus_per_node: int
 
     def describe(self) -> str:
-        return (
-            f"pool '{self.pool}' cannot hold the guaranteed {self.gpus_per_cell}-GPU cells: "
-            f"{self.needed} needed, {self.available} available (asked by {', '.join(self.tenants)})"
-        )
+        if 0 < self.gpus_per_node < self.gpus_per_cell:
+            nodes = self.gpus_per_cell // self.gpus_per_node
+            what = f"{self.gpus_per_cell}-GPU cells ({nodes} whole nodes each)"
+        else:
+            what = f"{self.gpus_per_cell}-GPU cells"
+        return f"pool '{self.pool}' cannot hold the guaranteed {what}: {self.needed} needed, {self.available} available (asked by {', '.join(self.tenants)})"
 
 
 def shortfalls(pools: Mapping[str, tuple[int, int]], requests: Iterable[CellRequest]) -> list[Shortfall]:
     """Every (pool, cell size) whose requested cells do not fit; `pools` maps a pool
     name to (nodes, GPUs per node). A request on a pool missing from `pools` finds
-    no room at all."""
+    no room at all. Empty exactly when a placement of every cell exists."""
     by_pool: dict[str, dict[int, list[CellRequest]]] = {}
     for request in requests:
         by_pool.setdefault(request.pool, {}).setdefault(request.gpus_per_cell, []).append(request)
     found = []
     for pool, sizes in by_pool.items():
         nodes, gpus_per_node = pools.get(pool, (0, 0))
-        free = [gpus_per_node] * nodes
-        for size in sorted(sizes, reverse=True):
-            asked = sizes[size]
-            needed = sum(r.cells for r in asked)
+        counts = {size: sum(r.cells for r in asked) for size, asked in sizes.items()}
+        if placement(nodes, gpus_per_node, counts) is not None:
+            continue
+        # No placement exists, so the larger-first packing (itself a placement when it succeeds) leaves some size short.
+        for size, needed, available in _counted(nodes, gpus_per_node, counts):
+            if needed > available:
+                tenants = tuple(dict.fromkeys(r.tenant for r in sizes[size]))
+                found.append(Shortfall(pool, size, needed, available, tenants, gpus_per_node))
+    return found
+
+
+def placement(nodes: int, gpus_per_node: int, counts: Mapping[int, int]) -> Optional[list[tuple[int, ...]]]:
+    """The cells on each node (cell sizes; a whole-node cell of k nodes appears on each of them),
+    for `counts` cells of each size on `nodes` nodes of `gpus_per_node` GPUs; None when none exists."""
+    counts = {size: count for size, count in counts.items() if count > 0}
+    if any(size <= 0 for size in counts) or (counts and gpus_per_node <= 0):
+        return None
+    layout: list[tuple[int, ...]] = []
+    for size in sorted(s for s in counts if s >= gpus_per_node):
+        if size % gpus_per_node:
+            return None  # larger than a node yet not whole nodes
+        layout += [(size,)] * (size // gpus_per_node * counts[size])
+    if len(layout) > nodes:
+        return None
+    small = {size: count for size, count in counts.items() if size < gpus_per_node}
+    packed = _pack(nodes - len(layout), gpus_per_node, small)
+    return None if packed is None else layout + packed + [()] * (nodes - len(layout) - len(packed))
+
+
+def _counted(nodes: int, gpus_per_node: int, counts: Mapping[int, int]) -> list[tuple[int, int, int]]:
+    """(size, needed, available) per size, larger first, as a larger-first node-by-node packing finds them."""
+    free = [gpus_per_node] * nodes
+    result = []
+    for size in sorted(counts, reverse=True):
+        needed = counts[size]
+        if size > gpus_per_node:
+            span = size // gpus_per_node if gpus_per_node and size % gpus_per_node == 0 else nodes + 1
+            empty = [node for node, gpus in enumerate(free) if gpus == gpus_per_node]
+            available = len(empty) // span
+            for node in empty[: min(needed, available) * span]:
+                free[node] = 0
+        else:
             available = sum(gpus // size for gpus in free)
             left = needed
             for node, gpus in enumerate(free):
                 placed = min(gpus // size, left)
                 free[node] -= placed * size
                 left -= placed
-            if needed > available:
-                found.append(Shortfall(pool, size, needed, available, tuple(dict.fromkeys(r.tenant for r in asked))))
-    return found
+        result.append((size, needed, available))
+    return result
+
+
+def _pack(bins: int, capacity: int, counts: Mapping[int, int]) -> Optional[list[tuple[int, ...]]]:
+    """An exact bin packing of `counts` items of each size into at most `bins` bins of `capacity`:
+    the filled bins (items by size), or None."""
+    sizes = tuple(sorted(counts, reverse=True))
+    start = tuple(counts[size] for size in sizes)
+    quick = _first_fit_decreasing(capacity, sizes, start)
+    if len(quick) <= bins:
+        return quick
+    failed: dict[tuple[int, ...], int] = {}  # remaining counts -> the most bins known not to hold them
+
+    def hopeless(left: tuple[int, ...], free_bins: int) -> bool:
+        return free_bins <= 0 or failed.get(left, -1) >= free_bins or _lower_bound(capacity, sizes, left) > free_bins
+
+    if hopeless(start, bins):
+        return None
+    # Depth-first, one bin per level, on an explicit stack: a pool may have more nodes than Python's recursion limit.
+    chosen: list[tuple[int, ...]] = []
+    frames = [(start, bins, _fillings(capacity, sizes, start))]
+    while frames:
+        left, free_bins, options = frames[-1]
+        for filling in options:
+            rest = tuple(n - k for n, k in zip(left, filling, strict=True))
+            if not any(rest):
+                return [tuple(size for size, k in zip(sizes, f, strict=True) for _ in range(k)) for f in (*chosen, filling)]
+            if not hopeless(rest, free_bins - 1):
+                chosen.append(filling)
+                frames.append((rest, free_bins - 1, _fillings(capacity, sizes, rest)))
+                break
+        else:
+            failed[left] = max(failed.get(left, -1), free_bins)
+            frames.pop()
+            if chosen:
+                chosen.pop()
+    return None
+
+
+def _first_fit_decreasing(capacity: int, sizes: tuple[int, ...], counts: tuple[int, ...]) -> list[tuple[int, ...]]:
+    filled: list[list[int]] = []
+    room: list[int] = []
+    for size, count in zip(sizes, counts, strict=True):
+        for _ in range(count):
+            target = next((b for b, free in enumerate(room) if free >= size), None)
+            if target is None:
+                filled.append([])
+                room.append(capacity)
+                target = len(room) - 1
+            filled[target].append(size)
+            room[target] -= size
+    return [tuple(b) for b in filled]
+
+
+def _lower_bound(capacity: int, sizes: tuple[int, ...], counts: tuple[int, ...]) -> int:
+    """Bins needed at least: by volume, and one per item larger than half a bin (no two share one)."""
+    volume = sum(size * count for size, count in zip(sizes, counts, strict=True))
+    large = sum(count for size, count in zip(sizes, counts, strict=True) if 2 * size > capacity)
+    return max(-(-volume // capacity), large)
+
+
+def _fillings(capacity: int, sizes: tuple[int, ...], left: tuple[int, ...]):
+    """The ways to fill one bin that hold the largest remaining item (some bin must) and leave
+    no room for any remaining item (adding one never hurts), largest first."""
+    first = next(i for i, n in enumerate(left) if n)
+
+    def extend(index: int, room: int, chosen: list[int]):
+        if index == len(sizes):
+            if all(n - k == 0 or size > room for size, n, k in zip(sizes, left, chosen, strict=True)):
+                yield tuple(chosen)
+            return
+        most = min(left[index], room // sizes[index])
+        least = 1 if index == first else 0
+        for k in range(most, least - 1, -1):
+            yield from extend(index + 1, room - k * sizes[index], [*chosen, k])
+
+    yield from extend(first, capacity, [0] * first)

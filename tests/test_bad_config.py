@@ -292,7 +292,11 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenant-name-is-an-oppo-account", tenants(tenant(), tenant("team-a-oppo")), "tenants[1].name"),
     ("tenant-unknown-pool", tenants(tenant(cells=[{"pool": "a100", "gpusPerCell": 8, "cells": 1}])), "tenants[0].cells[0].pool"),
     ("tenant-cpu-pool", tenants(tenant(cells=[{"pool": "system", "gpusPerCell": 1, "cells": 1}])), "tenants[0].cells[0].pool"),
-    ("tenant-cell-above-node", tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 16, "cells": 1}])), "tenants[0].cells[0].gpusPerCell"),
+    (
+        "tenant-cell-above-node-not-whole-nodes",
+        tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 12, "cells": 1}])),
+        "tenants[0].cells[0].gpusPerCell",
+    ),
     ("tenant-cells-zero", tenants(tenant(cells=[{"pool": "gpu", "gpusPerCell": 8, "cells": 0}])), "tenants[0].cells[0].cells"),
     ("tenant-over-commits-pool", tenants(tenant(), tenant("team-b", cells=[{"pool": "gpu", "gpusPerCell": 4, "cells": 3}])), "tenants"),
     ("tenant-unknown-priority", tenants(tenant(priorities=["crit"])), "tenants[0].priorities[0]"),
