@@ -917,7 +917,8 @@ def _check_not_reserved_account(value: str) -> str:
 
 
 # A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
-PosixName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$"), AfterValidator(_check_not_reserved_posix_name)]
+POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+PosixName = Annotated[str, Field(pattern=POSIX_NAME_PATTERN), AfterValidator(_check_not_reserved_posix_name)]
 
 
 class TenantCells(Model):
@@ -1015,6 +1016,11 @@ class PlatformConfig(Model):
             return declared
         taken = {p.name for p in declared}
         return declared + [PartitionConfig(name=pool.name, pools=[pool.name]) for pool in self.gpu_pools if pool.name not in taken]
+
+    @property
+    def slurm_gpus(self) -> int:
+        """The GPUs of every Slurm worker: what tenants' cells and borrowing share."""
+        return sum(pool.gpus_per_node * pool.worker_replicas for pool in self.gpu_pools)
 
     @property
     def has_rdma(self) -> bool:
@@ -1511,6 +1517,22 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                 ("tenants", i, "name"),
                 f"is also its LDAP group (ldapGroup unset), and {tenant.name!r} is a system group of the Slurm images; set ldapGroup",
                 tenant.name,
+            )
+        elif config.ldap.enabled and tenant.ldap_group is None and not re.fullmatch(POSIX_NAME_PATTERN, tenant.name):
+            yield Problem(
+                ("tenants", i, "name"),
+                "is also its LDAP group (ldapGroup unset), and a group name is at most 32 characters, starting with a letter or _; set ldapGroup",
+                tenant.name,
+            )
+        for k, user in _duplicates(list(tenant.users)):
+            yield Problem(("tenants", i, "users", k), "is listed twice in this tenant", user)
+        borrowable = config.slurm_gpus - tenant.guaranteed_gpus
+        if tenant.borrowing_cap is not None and tenant.borrowing_cap > borrowable:
+            yield Problem(
+                ("tenants", i, "borrowingCap"),
+                f"is more than the {max(borrowable, 0)} GPUs it could borrow (the Slurm workers' GPUs beyond its own guarantee); "
+                f"at most {max(borrowable, 0)}, or unset for any idle GPU",
+                tenant.borrowing_cap,
             )
         for k, level in _duplicates(list(tenant.priorities)):
             yield Problem(("tenants", i, "priorities", k), "is listed twice", level)

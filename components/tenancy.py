@@ -31,6 +31,8 @@ from typing import Any, Optional
 
 import pulumi
 
+from policies import kube_rules
+
 from . import child_opts
 from .config import PlatformConfig, TenantConfig
 from .slurm import AccountingClient, Rendered, operator_module
@@ -71,8 +73,14 @@ def borrowable_gpus(config: PlatformConfig, tenant: TenantConfig) -> int:
     """GPUs its oppo jobs may use beyond the guarantee: the cap, at most every other GPU of the Slurm workers."""
     if "oppo" not in tenant.priorities:
         return 0
-    others = sum(pool.gpus_per_node * pool.worker_replicas for pool in config.gpu_pools) - tenant.guaranteed_gpus
+    others = config.slurm_gpus - tenant.guaranteed_gpus
     return others if tenant.borrowing_cap is None else min(tenant.borrowing_cap, others)
+
+
+def job_name(config: PlatformConfig) -> str:
+    """`<cluster>-tenants-<hash>`, the cluster part cut to fit: a Job's name is its pods' `job-name` label (63 at most)."""
+    suffix = f"-tenants-{tenants_hash(config)}"
+    return config.cluster.name[: kube_rules.LABEL_VALUE_MAX - len(suffix)].rstrip("-") + suffix
 
 
 def tenants_hash(config: PlatformConfig) -> str:
@@ -246,7 +254,7 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": f"{config.cluster.name}-tenants-{tenants_hash(config)}", "namespace": config.cluster.namespace, "labels": labels},
+        "metadata": {"name": job_name(config), "namespace": config.cluster.namespace, "labels": labels},
         # It waits for slurmdbd; give up (and fail `pulumi up`) if it never answers.
         "spec": {"backoffLimit": 20, "activeDeadlineSeconds": 1800, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
     }

@@ -301,6 +301,10 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenant-over-commits-pool", tenants(tenant(), tenant("team-b", cells=[{"pool": "gpu", "gpusPerCell": 4, "cells": 3}])), "tenants"),
     ("tenant-unknown-priority", tenants(tenant(priorities=["crit"])), "tenants[0].priorities[0]"),
     ("tenant-oppo-only", tenants(tenant(priorities=["oppo"])), "tenants[0].priorities"),
+    ("tenant-user-twice", tenants(tenant(users=["alice", "bob", "alice"])), "tenants[0].users[2]"),
+    ("tenant-borrows-more-than-exists", tenants(tenant(borrowingCap=100000)), "tenants[0].borrowingCap"),
+    ("tenant-name-too-long-for-its-group", tenants(tenant("team-" + "a" * 30), **{"ldap.enabled": True}), "tenants[0].name"),
+    ("tenant-name-not-a-group-name", tenants(tenant("1team"), **{"ldap.enabled": True}), "tenants[0].name"),
     (
         "tenant-partition-sets-its-own-accounts",
         tenants(tenant(), **{"slurm.partitions": [{"name": "main", "default": True, "config": "State=UP allowaccounts=team-a"}]}),

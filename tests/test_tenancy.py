@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from components import tenancy
-from components.config import ConfigError, parse_config
+from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config
 from components.ldap import seed_ldif
+from components.platform import build_platform
 from components.slurm import ack, manifest_of, operator_module, soperator4
+from policies import kube_rules
 from policies.cell_fit import CellRequest, Shortfall, _counted, placement, shortfalls
 from tests.contracts import manifest_errors
-from tests.harness import stack_config
+from tests.harness import run_under_mocks, stack_config
 from tests.test_program import run_stack
 
 # ---------------------------------------------------------------------------
@@ -209,6 +211,9 @@ def two_teams(stack: str) -> list[dict[str, Any]]:
     """Two tenants splitting the stack's first GPU pool: whole nodes and half nodes."""
     pool = gpu_pool(stack)
     half = max(pool["gpusPerNode"] // 2, 1)
+    team_b_cells = 2 if pool["gpusPerNode"] > 1 else 1
+    # At most what team-b could borrow: every Slurm GPU beyond its own guarantee.
+    cap = min(4, parse_config(stack_config(stack)).slurm_gpus - half * team_b_cells)
     return [
         {"name": "team-a", "users": ["alice", "bob"], "cells": [{"pool": pool["name"], "gpusPerCell": pool["gpusPerNode"], "cells": 1}]},
         {
@@ -216,8 +221,8 @@ def two_teams(stack: str) -> list[dict[str, Any]]:
             "ldapGroup": "vision",
             "users": ["carol"],
             # Two half-node cells, or one more node where a node has a single GPU.
-            "cells": [{"pool": pool["name"], "gpusPerCell": half, "cells": 2 if pool["gpusPerNode"] > 1 else 1}],
-            "borrowingCap": 4,
+            "cells": [{"pool": pool["name"], "gpusPerCell": half, "cells": team_b_cells}],
+            "borrowingCap": cap,
             "priorities": ["test", "oppo"],
             "namespace": True,
         },
@@ -497,6 +502,38 @@ def test_a_tenants_account_may_use_only_the_partitions_over_its_cells_pools_and_
     no_oppo = with_tenants({**teams[1], "priorities": ["prod"]}, stack=stack, slurm=slurm, nodePools=raw_pools)
     assert partition_lines(no_oppo)[pool["name"]].endswith(" AllowAccounts=root")
     assert all("AllowAccounts" not in line for line in partition_lines(parse_config(stack_config(stack))).values())
+
+
+LONGEST_CLUSTER_NAME = "c" * CLUSTER_NAME_MAX
+
+
+@pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
+def test_names_derived_from_the_longest_cluster_name_stay_valid_labels(operator_name, stack):
+    """Every name that becomes a label (a Job's is its pods' job-name) or a DNS-1035 Service name, and
+    every label value, stays within 63 characters with the longest cluster name allowed."""
+    raw = {**stack_config(stack), "tenants": two_teams(stack), "cluster": {**stack_config(stack).get("cluster", {}), "name": LONGEST_CLUSTER_NAME}}
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw, stack=stack)
+    checked = 0
+    for resource in run.resources:
+        inputs = resource.inputs
+        if not isinstance(inputs.get("metadata"), dict):
+            continue
+        metadata = inputs["metadata"]
+        labels = {**metadata.get("labels", {}), **(inputs.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {}) or {})}
+        for key, value in labels.items():
+            assert kube_rules.is_valid_label_value(str(value)) == [], (resource.name, key, value)
+        if resource.type in ("kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"):
+            assert kube_rules.is_dns1035_label(metadata["name"]) == [], (resource.type, metadata["name"])
+            checked += resource.type == "kubernetes:batch/v1:Job"
+    assert checked == 1
+    (job,) = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job"]
+    name = job.inputs["metadata"]["name"]
+    assert len(name) == 63 and name.startswith("c" * 44) and name.endswith(f"-tenants-{tenancy.tenants_hash(parse_config(raw))}")
+
+
+def test_the_tenants_job_keeps_its_name_where_it_fits():
+    config = with_tenants(*two_teams(SOPERATOR_4))
+    assert tenancy.job_name(config) == f"{config.cluster.name}-tenants-{tenancy.tenants_hash(config)}"
 
 
 def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
