@@ -380,6 +380,11 @@ class NodePoolConfig(Model):
     memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
     node_count: int = Field(..., ge=0, description="Nodes in the pool (capacity used by policies).")
     rdma: bool = Field(False, description="Nodes have RDMA/InfiniBand NICs (enables the NicClusterPolicy).")
+    topology_labels: list[QualifiedName] = Field(
+        default_factory=list,
+        description="Node labels of the pool's network topology, outermost first (e.g. a block, then a rack label); "
+        "Kueue's Topology adds kubernetes.io/hostname below them.",
+    )
     taints: list[Taint] = Field(default_factory=list, description="Taints the pool's nodes carry.")
     label_existing_nodes: list[DnsSubdomain] = Field(
         default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
@@ -529,6 +534,20 @@ class SlinkyOperatorConfig(ChartConfig):
     repository: str = "oci://ghcr.io/slinkyproject/charts"
 
 
+class KueueConfig(ChartConfig):
+    """Kueue beside Slurm for Kubernetes-native GPU jobs: the tenants' kueueCells become ClusterQueue quotas."""
+
+    enabled: bool = Field(
+        False,
+        description="Render Kueue's queues from the tenants: a ResourceFlavor and Topology per GPU pool, a ClusterQueue per "
+        "tenant in one cohort, a LocalQueue in each tenant namespace, WorkloadPriorityClasses slurm-prod/test/oppo.",
+    )
+    install: bool = Field(True, description="With enabled: declare the Helm release; false when Kueue is already installed.")
+    namespace: DnsLabel = "kueue-system"
+    version: Annotated[ExactVersion, _leading_v(False)] = "0.19.2"
+    repository: ChartRepository = "oci://registry.k8s.io/kueue/charts"
+
+
 class OperatorsConfig(Model):
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
     network_operator: NetworkOperatorConfig = NetworkOperatorConfig()
@@ -537,6 +556,7 @@ class OperatorsConfig(Model):
     cert_manager: CertManagerConfig = CertManagerConfig()
     ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
     slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
+    kueue: KueueConfig = KueueConfig()
 
 
 # ---------------------------------------------------------------------------
@@ -940,6 +960,11 @@ class TenantConfig(Model):
     ldap_group: Optional[PosixName] = Field(None, description="LDAP posixGroup of the tenant's users; default: name.")
     users: list[PosixName] = Field(default_factory=list, description="Users of this tenant (seeded into LDAP when ldap.enabled).")
     cells: list[TenantCells] = Field(..., min_length=1, description="Guaranteed cells (the virtual cluster).")
+    kueue_cells: list[TenantCells] = Field(
+        default_factory=list,
+        description="Cells guaranteed to its Kubernetes jobs through Kueue (operators.kueue.enabled), on the pool's nodes "
+        "that are not Slurm workers (nodeCount - slurmWorkers).",
+    )
     borrowing_cap: Optional[int] = Field(None, ge=0, description="GPUs beyond the guarantee its oppo jobs may use at once; unset: any idle GPU.")
     priorities: list[TenantPriority] = Field(
         default_factory=lambda: list[TenantPriority](["prod", "test", "oppo"]),
@@ -1465,6 +1490,8 @@ def reserved_namespaces(config: PlatformConfig) -> dict[str, str]:
 def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
     tenants = config.tenants
     if not tenants:
+        if config.operators.kueue.enabled:
+            yield Problem(("operators", "kueue", "enabled"), "needs tenants: Kueue's queues are the tenants' (tenants[].kueueCells)", True)
         return
     if config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10":
         yield Problem(
@@ -1540,28 +1567,36 @@ def _tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             yield Problem(("tenants", i, "priorities"), "needs prod or test: its guaranteed cells are used at those levels", list(tenant.priorities))
         if tenant.borrowing_cap is not None and "oppo" not in tenant.priorities:
             yield Problem(("tenants", i, "borrowingCap"), "caps oppo jobs, but priorities has no oppo", tenant.borrowing_cap)
-        for j, cell in enumerate(tenant.cells):
-            pool = pools.get(cell.pool)
-            if pool is None or not pool.has_gpu:
-                what = "is not a node pool" if pool is None else "has no GPUs"
-                yield Problem(("tenants", i, "cells", j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
-            elif cell.gpus_per_cell > pool.gpus_per_node and cell.gpus_per_cell % pool.gpus_per_node:
-                yield Problem(
-                    ("tenants", i, "cells", j, "gpusPerCell"),
-                    f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}) and not whole nodes; a cell is GPUs on one "
-                    f"node, or whole nodes (a multiple of {pool.gpus_per_node})",
-                    cell.gpus_per_cell,
-                )
-    # Slurm holds the guarantees, so its workers per pool are the capacity (nodeCount unless slurmWorkers says less).
-    fits = {pool.name: (pool.worker_replicas, pool.gpus_per_node) for pool in config.gpu_pools}
-    requests = [
-        cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
-        for t in tenants
-        for c in t.cells
-        if c.pool in fits and (c.gpus_per_cell <= fits[c.pool][1] or c.gpus_per_cell % fits[c.pool][1] == 0)
-    ]
-    for shortfall in cell_fit.shortfalls(fits, requests):
-        yield Problem(("tenants",), shortfall.describe())
+        if tenant.kueue_cells and not config.operators.kueue.enabled:
+            yield Problem(("tenants", i, "kueueCells"), "needs operators.kueue.enabled: true (Kueue holds these cells)", len(tenant.kueue_cells))
+        for field, cells in (("cells", tenant.cells), ("kueueCells", tenant.kueue_cells)):
+            for j, cell in enumerate(cells):
+                pool = pools.get(cell.pool)
+                if pool is None or not pool.has_gpu:
+                    what = "is not a node pool" if pool is None else "has no GPUs"
+                    yield Problem(("tenants", i, field, j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
+                elif cell.gpus_per_cell > pool.gpus_per_node and cell.gpus_per_cell % pool.gpus_per_node:
+                    yield Problem(
+                        ("tenants", i, field, j, "gpusPerCell"),
+                        f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}) and not whole nodes; a cell is GPUs on one "
+                        f"node, or whole nodes (a multiple of {pool.gpus_per_node})",
+                        cell.gpus_per_cell,
+                    )
+    # Both schedulers' guarantees, each on its own nodes of a pool: Slurm's on its workers (nodeCount unless
+    # slurmWorkers says less), Kueue's on the rest, where no slurmd pod holds the GPUs.
+    for field, capacity, where in (
+        ("cells", lambda pool: pool.worker_replicas, ""),
+        ("kueueCells", lambda pool: pool.node_count - pool.worker_replicas, " (Kueue: the nodes that are not Slurm workers)"),
+    ):
+        fits = {pool.name: (capacity(pool), pool.gpus_per_node) for pool in config.gpu_pools}
+        requests = [
+            cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
+            for t in tenants
+            for c in (t.cells if field == "cells" else t.kueue_cells)
+            if c.pool in fits and (c.gpus_per_cell <= fits[c.pool][1] or c.gpus_per_cell % fits[c.pool][1] == 0)
+        ]
+        for shortfall in cell_fit.shortfalls(fits, requests):
+            yield Problem(("tenants",), shortfall.describe() + where)
 
 
 class ConfigError(Exception):

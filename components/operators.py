@@ -30,6 +30,7 @@ SOPERATOR_CRDS = "soperator-crds"
 SOPERATOR = "soperator"
 MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
+KUEUE = "kueue"
 
 
 # helm.v4.Chart renders a chart like `helm template` and never runs its hooks
@@ -48,6 +49,9 @@ HELM_HOOKS: dict[str, str] = {
     MARIADB_OPERATOR: "0.29.0 and 26.6.0: no hooks; webhook certificates come from its own cert-controller",
     CERT_MANAGER: "v1.16.2: post-install startupapicheck Job (startupapicheck.enabled, off here: it only polls the webhook; "
     "Pulumi awaits the webhook Deployment instead)",
+    KUEUE: "0.19.2: the autoKueue post-install/post-upgrade Job that applies a default Topology, flavor and ClusterQueue "
+    "(enableAutoKueue, off by default: this program declares the queues itself); CRDs are templates, updated with the chart; "
+    "webhook certificates come from Kueue's own internal cert rotator",
 }
 
 
@@ -159,6 +163,10 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         chart, repo = chart_source(maria.repository, "mariadb-operator")
         releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys))
         mariadb_keys += (MARIADB_OPERATOR,)
+    if ops.kueue.enabled and ops.kueue.install:
+        kueue = ops.kueue
+        chart, repo = chart_source(kueue.repository, "kueue")
+        releases.append(ChartRelease(KUEUE, chart, kueue.version, kueue.namespace, kueue.values, repo=repo))
     # Webhook certificates come from cert-manager: the Slurm operator starts after it.
     after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
     releases += operator_module(config).chart_releases(config, after)
@@ -270,6 +278,10 @@ class Operators(pulumi.ComponentResource):
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
         self.installed = pulumi.Output.from_input(installed_charts(releases))
         self.register_outputs({"versions": self.versions, "installed": self.installed})
+
+    def crds_for_kueue(self) -> list[pulumi.Resource]:
+        """What the Kueue objects must wait for: Kueue's chart (its CRDs and webhooks), if we install it."""
+        return [self.charts[KUEUE]] if KUEUE in self.charts else []
 
     def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
         """What the Slurm custom resources must wait for: the Slurm operator's CRDs, if we install them."""

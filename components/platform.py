@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 
 from . import warn
 from .config import PlatformConfig
+from .kueue import Kueue
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
 from .node_pools import NodePools
@@ -79,6 +80,17 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.tenants
         else None
     )
+    kueue = (
+        Kueue(
+            "kueue",
+            config,
+            opts=pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_kueue(), *([tenants] if tenants else [])])
+            ),
+        )
+        if config.operators.kueue.enabled
+        else None
+    )
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
@@ -106,4 +118,5 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
         **({"tenants": tenants.summary} if tenants else {}),
+        **({"kueueQueues": kueue.queues} if kueue else {}),
     }

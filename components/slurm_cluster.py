@@ -84,7 +84,11 @@ def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -
     builtin = BUILTIN_KINDS.get((manifest["apiVersion"], manifest["kind"]))
     if builtin is not None:
         return builtin(name, **fields, opts=opts)
-    return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
+    if set(fields) <= {"metadata", "spec"}:
+        return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
+    # A custom kind with fields beside spec (Kueue's WorkloadPriorityClass: value, description): the same
+    # resource type the provider gives CustomResource, with the manifest's own fields as its inputs.
+    return pulumi.CustomResource(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
 
 
 def secret_fields(config: PlatformConfig, manifest: dict[str, Any], keys: tuple[str, ...] = ("slurm",)) -> dict[str, Any]:

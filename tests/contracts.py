@@ -17,6 +17,14 @@ CONTRACTS = ROOT / "contracts"
 SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclusters.json"
 SOPERATOR_4_DIR = CONTRACTS / "soperator" / "4.1.7"
 SLINKY_DIR = CONTRACTS / "slinky" / "v1.2.1"
+KUEUE_DIR = CONTRACTS / "kueue" / "v0.19.2"
+KUEUE_PLURALS = {
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "ResourceFlavor": "resourceflavors",
+    "Topology": "topologies",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
 ACK_SCHEMAS = {
     "headGroupSpec": CONTRACTS / "ack" / "slurmcluster.headgroup-api.schema.json",
     "slurmctld": CONTRACTS / "ack" / "slurmcluster.slurmctld-api.schema.json",
@@ -52,6 +60,9 @@ def crd_errors(manifest: dict[str, Any], path: Path = SOPERATOR_CRD) -> list[str
     schema = crd_schema(path, manifest["apiVersion"].split("/")[-1])
     body = {k: v for k, v in manifest.items() if k != "metadata"}
     errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(body)]
+    # Every field the server would prune (a kind without spec, such as WorkloadPriorityClass, at its top level).
+    if "spec" not in schema["properties"]:
+        return errors + pruned_fields(body, schema, "")
     return errors + pruned_fields(body.get("spec", {}), schema["properties"]["spec"], "spec")
 
 
@@ -90,6 +101,8 @@ def contract_of(manifest: dict[str, Any]) -> Path:
         return SOPERATOR_4_DIR / "slurm.nebius.ai_nodesets.json"
     if group == "slinky.slurm.net":
         return SLINKY_DIR / f"slinky.slurm.net_{kind.lower()}s.json"
+    if group == "kueue.x-k8s.io":
+        return KUEUE_DIR / f"kueue.x-k8s.io_{KUEUE_PLURALS[kind]}.json"
     if group == "kai.alibabacloud.com" and kind == "SlurmCluster":
         return ACK_SCHEMAS["headGroupSpec" if "headGroupSpec" in manifest.get("spec", {}) else "slurmctld"]
     raise LookupError(f"no contract for {manifest['apiVersion']} {kind}")

@@ -302,6 +302,8 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("tenant-unknown-priority", tenants(tenant(priorities=["crit"])), "tenants[0].priorities[0]"),
     ("tenant-oppo-only", tenants(tenant(priorities=["oppo"])), "tenants[0].priorities"),
     ("tenant-user-twice", tenants(tenant(users=["alice", "bob", "alice"])), "tenants[0].users[2]"),
+    ("kueue-without-tenants", {"operators.kueue.enabled": True}, "operators.kueue.enabled"),
+    ("tenant-kueue-cells-without-kueue", tenants(tenant(kueueCells=[{"pool": "gpu", "gpusPerCell": 8, "cells": 1}])), "tenants[0].kueueCells"),
     ("tenant-borrows-more-than-exists", tenants(tenant(borrowingCap=100000)), "tenants[0].borrowingCap"),
     ("tenant-name-too-long-for-its-group", tenants(tenant("team-" + "a" * 30), **{"ldap.enabled": True}), "tenants[0].name"),
     ("tenant-name-not-a-group-name", tenants(tenant("1team"), **{"ldap.enabled": True}), "tenants[0].name"),

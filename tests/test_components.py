@@ -543,7 +543,7 @@ def test_every_chart_we_can_install_has_its_hooks_accounted_for():
     raw = stack_config("prod-hanoi")
     raw["operators"]["certManager"] = {"install": True}
     raw["operators"]["mariadbOperator"] = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
-    releases = chart_releases(parse_config(raw))
+    releases = chart_releases(parse_config(raw)) + chart_releases(parse_config(stack_config("prod-hoalac")))  # Kueue beside Slurm
     assert {r.key for r in releases} == set(HELM_HOOKS)
 
 

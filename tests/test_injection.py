@@ -72,6 +72,10 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "slurm.login.loadBalancerIp": "10.40.2.20",
             "slurm.partitions[0].config": "MaxTime=INFINITE State=UP",
             "tenants[0].ldapGroup": "team-llm",
+            "nodePools[0].topologyLabels": ["cloud.example.com/rack"],
+            "operators.kueue.values": HELM_VALUES,
+            "tenants[0].kueueCells": [{"pool": "h100", "gpusPerCell": 8, "cells": 1}],
+            "tenants[1].kueueCells": [],
         },
     ),
     "ack 2024-06": (

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from components import tenancy
+from components import kueue, tenancy
 from components.config import parse_config
 from components.slurm import operator_module
 from components.slurm.common import system_priority_class_name
-from tests.contracts import ACK_SCHEMAS, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
+from tests.contracts import ACK_SCHEMAS, KUEUE_DIR, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
 from tests.kube import LocalCluster, contains, wait_until
 
@@ -174,3 +174,24 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
     finally:
         for manifest in manifests:
             cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
+
+
+def test_every_kueue_object_is_accepted_by_the_api_server(cluster):
+    """Kueue 0.19.2's CRDs from contracts/, and every object components/kueue.py renders for prod-hoalac
+    (Kueue beside soperator 4.1.7), created with strict field validation; an unknown field is refused."""
+    install_crds(cluster, sorted(KUEUE_DIR.glob("*.json")))
+    config = parse_config(stack_config("prod-hoalac"))
+    manifests = [r.manifest for r in kueue.render(config)]
+    assert {m["kind"] for m in manifests} == {"Topology", "ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"}
+    for namespace in sorted({m["metadata"]["namespace"] for m in manifests if "namespace" in m["metadata"]}):
+        if cluster.get("namespace", namespace) is None:
+            cluster.kubectl("create", "namespace", namespace)
+    for manifest in manifests:
+        result = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", check=False, stdin=json.dumps(manifest))
+        assert result.returncode == 0, f"{manifest['kind']} {manifest['metadata']['name']}: {result.stderr}"
+        sent = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
+        assert contains(json.loads(result.stdout), sent), (manifest["kind"], manifest["metadata"]["name"])
+    queue = copy.deepcopy(next(m for m in manifests if m["kind"] == "ClusterQueue"))
+    queue["spec"]["gpuQuota"] = 8
+    refused = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-f", "-", check=False, stdin=json.dumps(queue))
+    assert refused.returncode != 0 and 'unknown field "spec.gpuQuota"' in refused.stderr, refused.stderr

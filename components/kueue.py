@@ -1,0 +1,153 @@
+"""Kueue for Kubernetes-native GPU jobs beside Slurm (operators.kueue.enabled).
+
+The same tenants, the same GPU pools, two schedulers, each with its own nodes of
+a pool: Slurm's cells (tenants[].cells) on the Slurm workers, Kueue's
+(tenants[].kueueCells) on the pool's other nodes, where no slurmd pod holds the
+GPUs. The fit check places both (components/config.py), so the guarantees add up.
+
+- a `ResourceFlavor` `<cluster>-<pool>` per GPU pool: the pool's node labels and
+  tolerations, and its `Topology` (the pool's topologyLabels, then
+  kubernetes.io/hostname) for topology-aware scheduling;
+- per tenant, a `ClusterQueue` `<tenant>` in cohort `<cluster>`: `nvidia.com/gpu`
+  `nominalQuota` per flavor is its kueueCells' GPUs on that pool (cpu and memory
+  in the same share of a node), `borrowingLimit` its borrowingCap (none without
+  the oppo level), lent quota reclaimed by preemption;
+- a `LocalQueue` `<tenant>` in the tenant's namespace (tenants with `namespace: true`:
+  the only namespace the program owns for a tenant);
+- `WorkloadPriorityClass`es slurm-prod/test/oppo, valued as the PriorityClasses.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Optional
+
+import pulumi
+
+from . import child_opts
+from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
+from .slurm import Rendered
+from .slurm.common import pool_tolerations
+from .slurm_cluster import declare
+from .tenancy import LEVELS, POD_PRIORITY
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+GPU = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "kueue"}
+
+
+def flavor_name(config: PlatformConfig, pool: NodePoolConfig) -> str:
+    """Cluster-scoped: named after the cluster too, so two stacks on one cluster do not collide."""
+    return f"{config.cluster.name}-{pool.name}"
+
+
+def topology(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    levels = [*pool.topology_labels, HOSTNAME_LABEL]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": flavor_name(config, pool), "labels": LABELS},
+        "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+    }
+
+
+def resource_flavor(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": dict(pool.selector), "topologyName": flavor_name(config, pool)}
+    if pool.taints:
+        spec["tolerations"] = pool_tolerations(pool)
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(config, pool), "labels": LABELS}, "spec": spec}
+
+
+def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, Any]:
+    """`gpus` of the pool's GPUs, with the same share of a node's cpu and memory."""
+    share = Decimal(gpus) / pool.gpus_per_node
+    return {
+        "cpu": f"{int(quantity_value(pool.cpu_per_node) * share * 1000)}m",
+        "memory": f"{int(quantity_value(pool.memory_per_node) * share) // 2**20}Mi",
+        GPU: gpus,
+    }
+
+
+def kueue_gpus(tenant: TenantConfig, pool: NodePoolConfig) -> int:
+    return sum(cell.gpus_per_cell * cell.cells for cell in tenant.kueue_cells if cell.pool == pool.name)
+
+
+def borrowing_limit(tenant: TenantConfig) -> Optional[int]:
+    """What it may borrow per flavor: nothing without the oppo level (borrowing is oppo's), else its cap (unset: no limit)."""
+    return 0 if "oppo" not in tenant.priorities else tenant.borrowing_cap
+
+
+def cluster_queue(config: PlatformConfig, tenant: TenantConfig) -> dict[str, Any]:
+    flavors = []
+    limit = borrowing_limit(tenant)
+    for pool in config.gpu_pools:
+        nominal = node_share(pool, kueue_gpus(tenant, pool))
+        borrowing = node_share(pool, limit) if limit is not None else {}
+        resources = [
+            {"name": name, "nominalQuota": quota, **({"borrowingLimit": borrowing[name]} if borrowing else {})} for name, quota in nominal.items()
+        ]
+        flavors.append({"name": flavor_name(config, pool), "resources": resources})
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": tenant.name, "labels": LABELS},
+        "spec": {
+            "cohortName": config.cluster.name,
+            # Its LocalQueue's namespace only (the tenant's, when declared).
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": tenant.name}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": flavors}],
+            # Lent quota comes back: a borrower is preempted when the lender needs it.
+            "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "Never"}, "withinClusterQueue": "LowerPriority"},
+        },
+    }
+
+
+def local_queue(tenant: TenantConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": tenant.name, "namespace": tenant.name, "labels": LABELS},
+        "spec": {"clusterQueue": tenant.name},
+    }
+
+
+def workload_priority_class(level: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": f"slurm-{level}", "labels": LABELS},
+        "value": POD_PRIORITY[level],
+        "description": f"The tenants' {level} level, as Slurm's QOS {level} and PriorityClass slurm-{level}.",
+    }
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    """Everything Kueue adds; nothing unless operators.kueue.enabled."""
+    if not config.operators.kueue.enabled:
+        return []
+    return [
+        *(Rendered(f"{pool.name}-topology", topology(config, pool)) for pool in config.gpu_pools),
+        *(Rendered(f"{pool.name}-flavor", resource_flavor(config, pool)) for pool in config.gpu_pools),
+        *(Rendered(f"{level}-priority", workload_priority_class(level)) for level in LEVELS),
+        *(Rendered(f"{tenant.name}-cluster-queue", cluster_queue(config, tenant)) for tenant in config.tenants),
+        *(Rendered(f"{tenant.name}-local-queue", local_queue(tenant)) for tenant in config.tenants if tenant.namespace),
+    ]
+
+
+class Kueue(pulumi.ComponentResource):
+    """Declares `render(config)`: after the Kueue chart (its CRDs) and the tenants' namespaces."""
+
+    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("slurm-platform:kueue:Kueue", name, None, opts)
+        declared: dict[tuple[str, str], pulumi.Resource] = {}
+        for rendered in render(config):
+            manifest = rendered.manifest
+            # A flavor names its topology, a LocalQueue its ClusterQueue.
+            needs = {"ResourceFlavor": ("Topology", manifest["metadata"]["name"]), "LocalQueue": ("ClusterQueue", manifest["metadata"]["name"])}
+            after = declared.get(needs.get(manifest["kind"], ("", "")))
+            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None))
+            declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
+        self.queues = pulumi.Output.from_input({t.name: t.name if t.namespace else None for t in config.tenants})
+        self.register_outputs({"queues": self.queues})

@@ -1,0 +1,120 @@
+"""Kueue beside Slurm (components/kueue.py): what the tenants' kueueCells render, how the fit
+check counts both schedulers, and how the objects are wired (the API server's view is in
+tests/test_kube_operators.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components import kueue
+from components.config import ConfigError, parse_config
+from components.operators import KUEUE
+from components.tenancy import POD_PRIORITY
+from tests.harness import stack_config
+from tests.test_program import run_stack
+
+STACK = "prod-hoalac"  # soperator 4.1.7, three tenants, a fifth H100 node for Kueue
+
+
+def by_kind(config) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for rendered in kueue.render(config):
+        found.setdefault(rendered.manifest["kind"], []).append(rendered.manifest)
+    return found
+
+
+def gpu_quota(queue: dict[str, Any]) -> dict[str, Any]:
+    (group,) = queue["spec"]["resourceGroups"]
+    return {f["name"]: next(r for r in f["resources"] if r["name"] == "nvidia.com/gpu") for f in group["flavors"]}
+
+
+def test_nothing_without_kueue_and_kueue_needs_tenants():
+    assert kueue.render(parse_config(stack_config("staging-hanoi"))) == []
+    raw = {**stack_config("staging-hanoi"), "operators": {**stack_config("staging-hanoi")["operators"], "kueue": {"enabled": True}}}
+    with pytest.raises(ConfigError, match=r"slurm-platform:operators\.kueue\.enabled: needs tenants"):
+        parse_config(raw)
+
+
+def test_a_flavor_and_topology_per_gpu_pool():
+    config = parse_config(stack_config(STACK))
+    found = by_kind(config)
+    (flavor,) = found["ResourceFlavor"]
+    assert flavor["metadata"]["name"] == "fpt-hpc-h100"
+    assert flavor["spec"] == {
+        "nodeLabels": {"worker.fptcloud/pool": "gpu-h100"},
+        "topologyName": "fpt-hpc-h100",
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    (topology,) = found["Topology"]
+    assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["nodePools"][0]["topologyLabels"] = ["cloud.example.com/block", "cloud.example.com/rack"]
+    (racked,) = by_kind(parse_config(raw))["Topology"]
+    assert [level["nodeLabel"] for level in racked["spec"]["levels"]] == [
+        "cloud.example.com/block",
+        "cloud.example.com/rack",
+        "kubernetes.io/hostname",
+    ]
+
+
+def test_a_cluster_queue_per_tenant_holds_its_kueue_cells_in_one_cohort():
+    config = parse_config(stack_config(STACK))
+    queues = {q["metadata"]["name"]: q for q in by_kind(config)["ClusterQueue"]}
+    assert set(queues) == {"llm", "vision", "speech"}
+    assert {q["spec"]["cohortName"] for q in queues.values()} == {"fpt-hpc"}
+    # vision: one 8-GPU Kueue cell, borrowingCap 8; llm: none of its own, no cap; speech: cap 4.
+    assert gpu_quota(queues["vision"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 8}}
+    assert gpu_quota(queues["llm"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": 0}}
+    assert gpu_quota(queues["speech"])["fpt-hpc-h100"]["borrowingLimit"] == 4
+    # cpu and memory in the share of a node its GPUs are (a whole 112-CPU, 1250Gi node for vision).
+    (flavor,) = queues["vision"]["spec"]["resourceGroups"][0]["flavors"]
+    assert [(r["name"], r["nominalQuota"]) for r in flavor["resources"]] == [("cpu", "112000m"), ("memory", "1280000Mi"), ("nvidia.com/gpu", 8)]
+    assert queues["vision"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert queues["vision"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
+    # Without the oppo level a tenant borrows nothing.
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["tenants"][0]["priorities"] = ["prod", "test"]
+    llm = next(q for q in by_kind(parse_config(raw))["ClusterQueue"] if q["metadata"]["name"] == "llm")
+    assert gpu_quota(llm)["fpt-hpc-h100"]["borrowingLimit"] == 0
+
+
+def test_local_queues_only_in_tenant_namespaces_and_priorities_as_the_pod_classes():
+    found = by_kind(parse_config(stack_config(STACK)))
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in found["LocalQueue"]] == [
+        ("vision", "vision", "vision")
+    ]
+    assert {c["metadata"]["name"]: c["value"] for c in found["WorkloadPriorityClass"]} == {f"slurm-{k}": v for k, v in POD_PRIORITY.items()}
+
+
+def test_the_fit_check_places_kueue_cells_on_the_nodes_that_are_not_slurm_workers():
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["tenants"][0]["kueueCells"] = [{"pool": "h100", "gpusPerCell": 8, "cells": 1}]  # a second spare node is needed
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw)
+    assert (
+        "slurm-platform:tenants: pool 'h100' cannot hold the guaranteed 8-GPU cells: 2 needed, 1 available (asked by llm, vision) "
+        "(Kueue: the nodes that are not Slurm workers)" in str(refused.value)
+    )
+    raw["nodePools"][0]["nodeCount"] = 6
+    assert parse_config(raw).tenants[0].kueue_cells
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["operators"]["kueue"] = {"enabled": False}
+    with pytest.raises(ConfigError, match=r"tenants\[1\]\.kueueCells: needs operators\.kueue\.enabled: true"):
+        parse_config(raw)
+
+
+def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():
+    run = run_stack(STACK)
+    chart = run.named(f"operators-{KUEUE}")
+    assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue" and chart.inputs["version"] == "0.19.2"
+    objects = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/")]
+    assert len(objects) == 9
+    namespace = run.named("tenants-vision-namespace")
+    for resource in objects:
+        assert chart.urn in resource.dependencies and namespace.urn in resource.dependencies, resource.name
+    assert run.named("kueue-vision-cluster-queue").urn in run.named("kueue-vision-local-queue").dependencies
+    assert run.named("kueue-h100-topology").urn in run.named("kueue-h100-flavor").dependencies
+    assert run.outputs["kueueQueues"] == {"llm": None, "vision": "vision", "speech": None}
