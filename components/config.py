@@ -985,6 +985,10 @@ class TenantConfig(Model):
     def guaranteed_gpus(self) -> int:
         return sum(cell.gpus_per_cell * cell.cells for cell in self.cells)
 
+    def kueue_gpus(self, pool: str) -> int:
+        """The GPUs of its kueueCells on `pool`."""
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells if cell.pool == pool)
+
     @property
     def oppo_account(self) -> str:
         """The Slurm account of its opportunistic jobs."""

@@ -29,7 +29,7 @@ from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
 from .slurm import Rendered
 from .slurm.common import pool_tolerations
 from .slurm_cluster import declare
-from .tenancy import LEVELS, POD_PRIORITY
+from .tenancy import LEVELS, POD_PRIORITY, kueue_borrowing_limit
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
@@ -69,20 +69,11 @@ def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, Any]:
     }
 
 
-def kueue_gpus(tenant: TenantConfig, pool: NodePoolConfig) -> int:
-    return sum(cell.gpus_per_cell * cell.cells for cell in tenant.kueue_cells if cell.pool == pool.name)
-
-
-def borrowing_limit(tenant: TenantConfig) -> Optional[int]:
-    """What it may borrow per flavor: nothing without the oppo level (borrowing is oppo's), else its cap (unset: no limit)."""
-    return 0 if "oppo" not in tenant.priorities else tenant.borrowing_cap
-
-
 def cluster_queue(config: PlatformConfig, tenant: TenantConfig) -> dict[str, Any]:
     flavors = []
-    limit = borrowing_limit(tenant)
+    limit = kueue_borrowing_limit(tenant)
     for pool in config.gpu_pools:
-        nominal = node_share(pool, kueue_gpus(tenant, pool))
+        nominal = node_share(pool, tenant.kueue_gpus(pool.name))
         borrowing = node_share(pool, limit) if limit is not None else {}
         resources = [
             {"name": name, "nominalQuota": quota, **({"borrowingLimit": borrowing[name]} if borrowing else {})} for name, quota in nominal.items()

@@ -83,6 +83,27 @@ def job_name(config: PlatformConfig) -> str:
     return config.cluster.name[: kube_rules.LABEL_VALUE_MAX - len(suffix)].rstrip("-") + suffix
 
 
+def kueue_borrowing_limit(tenant: TenantConfig) -> Optional[int]:
+    """What its Kubernetes jobs may borrow per pool through Kueue: nothing without the oppo level
+    (borrowing is oppo's), else its borrowingCap (unset: no limit)."""
+    return 0 if "oppo" not in tenant.priorities else tenant.borrowing_cap
+
+
+def namespace_gpu_quota(config: PlatformConfig, tenant: TenantConfig) -> int:
+    """The GPUs its namespace's pods may request: its guarantee; with Kueue, the most Kueue can admit
+    for it (its kueueCells plus what it may borrow, within what the cohort holds), so the quota never
+    refuses a pod Kueue admitted."""
+    if not config.operators.kueue.enabled:
+        return tenant.guaranteed_gpus
+    limit = kueue_borrowing_limit(tenant)
+    total = 0
+    for pool in config.gpu_pools:
+        cohort = sum(t.kueue_gpus(pool.name) for t in config.tenants)
+        own = tenant.kueue_gpus(pool.name)
+        total += cohort if limit is None else min(own + limit, cohort)
+    return total
+
+
 def tenants_hash(config: PlatformConfig) -> str:
     """Short hash of the tenants as configured: the Job's name carries it."""
     document = json.dumps([t.model_dump(mode="json", by_alias=True) for t in config.tenants], sort_keys=True)
@@ -302,7 +323,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                     "kind": "ResourceQuota",
                     "metadata": {"name": "gpu-guarantee", "namespace": tenant.name, "labels": LABELS},
                     # Extended resources take only the requests. prefix in a quota.
-                    "spec": {"hard": {"requests.nvidia.com/gpu": str(tenant.guaranteed_gpus)}},
+                    "spec": {"hard": {"requests.nvidia.com/gpu": str(namespace_gpu_quota(config, tenant))}},
                 },
             ),
         ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import kueue
+from components import kueue, tenancy
 from components.config import ConfigError, parse_config
 from components.operators import KUEUE
 from components.tenancy import POD_PRIORITY
@@ -118,3 +118,23 @@ def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():
     assert run.named("kueue-vision-cluster-queue").urn in run.named("kueue-vision-local-queue").dependencies
     assert run.named("kueue-h100-topology").urn in run.named("kueue-h100-flavor").dependencies
     assert run.outputs["kueueQueues"] == {"llm": None, "vision": "vision", "speech": None}
+
+
+def test_a_tenant_namespace_quota_admits_what_kueue_may_admit_for_it():
+    raw = copy.deepcopy(stack_config(STACK))
+    vision = parse_config(raw).tenants[1]
+    assert vision.guaranteed_gpus == 8 and tenancy.namespace_gpu_quota(parse_config(raw), vision) == 8  # its 8 Kueue GPUs; the cohort has no more
+    raw["nodePools"][0]["nodeCount"] = 6
+    raw["tenants"][0]["kueueCells"] = [{"pool": "h100", "gpusPerCell": 8, "cells": 1}]
+    config = parse_config(raw)
+    # 8 of its own and up to 8 borrowed (borrowingCap 8) from llm's idle 8: 16, what the ResourceQuota allows.
+    assert tenancy.namespace_gpu_quota(config, config.tenants[1]) == 16
+    (quota,) = [r.manifest for r in tenancy.render(config) if r.manifest["kind"] == "ResourceQuota"]
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
+    raw["tenants"][1]["borrowingCap"] = 2
+    assert tenancy.namespace_gpu_quota(parse_config(raw), parse_config(raw).tenants[1]) == 10
+    # Without Kueue, the quota is its (Slurm) guarantee, as before.
+    plain = copy.deepcopy(stack_config(STACK))
+    plain["operators"]["kueue"] = {"enabled": False}
+    del plain["tenants"][1]["kueueCells"]
+    assert tenancy.namespace_gpu_quota(parse_config(plain), parse_config(plain).tenants[1]) == 8
