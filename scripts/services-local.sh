@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages the services test tier (tests/test_services_*.py) runs:
 # real Slurm (slurmctld, slurmd, slurmdbd, sacctmgr), munge, MariaDB, OpenLDAP
-# (slapd, ldap-utils), nslcd and sssd. Root on a Debian-family machine only.
+# (slapd, ldap-utils), nslcd and sssd, and openssl (the LDAP tests' TLS certificates).
+# Root on a Debian-family machine only.
 #
 #   scripts/services-local.sh install   install what is missing (no service started)
 #   scripts/services-local.sh check     exit 1 with the exact install command when something is missing
@@ -15,7 +16,7 @@
 # system accounts (munge, slurm, mysql, openldap, nslcd, sssd) stay: dpkg owns them.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss)
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl)
 # Edited by libnss-ldapd's, libnss-sss's and libpam-sss's maintainer scripts.
 RESTORED=(/etc/nsswitch.conf /etc/pam.d/common-auth /etc/pam.d/common-account /etc/pam.d/common-password /etc/pam.d/common-session /etc/pam.d/common-session-noninteractive)
 
