@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+import pytest
+
 from tests.harness import ROOT
 
 SCRIPT = ROOT / "scripts" / "services-local.sh"
@@ -45,15 +47,11 @@ class UnknownToSlurm(UserWarning):
     """A rendered line the installed Slurm does not know, stripped by the harness."""
 
 
-class PackagesMissing(RuntimeError):
-    pass
-
-
 def require_packages() -> None:
     """The tier fails (never skips) where the packages are missing, with the command that installs them."""
     checked = subprocess.run([str(SCRIPT), "check"], capture_output=True, text=True)
     if checked.returncode != 0:
-        raise PackagesMissing(f"the services tier needs Debian packages:\n{checked.stderr}")
+        pytest.fail(f"the services tier needs Debian packages:\n{checked.stderr}")
 
 
 def slurm_version() -> str:

@@ -15,7 +15,7 @@ import pytest
 from components.config import parse_config
 from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.slurm import ack
-from tests.engine import new_workspace
+from tests.engine import ToolchainError, new_workspace
 from tests.harness import stack_config
 from tests.services import SlurmLab, require_packages
 from tests.test_engine import generated_secrets
@@ -24,10 +24,10 @@ from tests.test_engine import generated_secrets
 @pytest.fixture(scope="module")
 def mounted_key(tmp_path_factory) -> bytes:
     """The munge.key file a pod sees: the rendered Secret's data, checked against the generated value."""
+    require_packages()
     try:
-        require_packages()
         ws = new_workspace(tmp_path_factory.mktemp("munge-engine"))
-    except Exception as error:  # noqa: BLE001 - the tier fails, naming what is missing
+    except ToolchainError as error:
         pytest.fail(str(error))
     ws.pulumi("up", "--yes", "--skip-preview")
     generated = generated_secrets(ws)["munge-key"]
