@@ -12,11 +12,16 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
   the GPUs back (`Preempt=oppo`, slurm.conf `PreemptType=preempt/qos`);
 - every partition allows the accounts of the tenants holding cells on each of
   its pools, and every oppo account: guaranteed work stays on its own pools;
+- the nodes a tenant's cells fill alone (policies/cell_fit.py `owned_nodes`) are
+  a Slurm reservation `cells.<pool>.<tenant>` (MAGNETIC: its jobs go there
+  without asking) open to the tenant and every oppo account: another tenant's
+  guaranteed jobs cannot fragment them, so a whole-node cell stays placeable;
 - the slurm.conf side goes through each operator's own mechanism
   (components/slurm/common.py `tenant_slurm_conf`, `partition_options`).
 
 Accounts, QOS and associations are applied by a Kubernetes Job running
 `sacctmgr -i` (add what is absent, modify what differs, check what slurmdbd holds),
+then `scontrol` for the reservations (shrink and retire first, then create and grow),
 named after a hash of the tenants so that it runs again only when they change.
 On Kubernetes: PriorityClasses slurm-prod/test/oppo for workloads beside Slurm,
 and per tenant (when asked) a namespace whose ResourceQuota is its guarantee.
@@ -27,14 +32,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
 
-from policies import kube_rules
+from policies import cell_fit, kube_rules
 
 from . import child_opts
-from .config import PlatformConfig, TenantConfig
+from .config import NodePoolConfig, PlatformConfig, TenantConfig
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import priority_class_policy, system_placement
 from .slurm_cluster import declare, secret_fields
@@ -54,6 +60,13 @@ SCRIPT = "sacctmgr.sh"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
 # What the policy pack reads back (slurm-tenant-cells-fit).
 CELLS_KEY = "cells.json"
+# The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
+RESERVATION_PREFIX = "cells."
+# Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
+RESERVATION_END = "2100-01-01T00:00:00"
+# The Job retries a reservation change this often, 10 s apart: slurmctld up, the pool's nodes registered,
+# a retired reservation's last jobs done (within the Job's activeDeadlineSeconds).
+RESERVATION_TRIES = 120
 
 
 def qos_names(tenant: TenantConfig) -> list[str]:
@@ -116,15 +129,51 @@ def cells_document(config: PlatformConfig) -> str:
     return json.dumps(cells, indent=1)
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Whole nodes of a pool kept for one tenant's cells (and every oppo account)."""
+
+    name: str
+    nodes: int
+    feature: Optional[str]  # the pool's Slurm node feature; None: every node is the pool's
+    partition: Optional[str]  # where Slurm picks the nodes; None: the default partition
+    accounts: tuple[str, ...]
+
+
+def reservation_partition(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """A partition holding the pool's nodes (Slurm picks a reservation's nodes in one partition):
+    the pool's own first, then the default, then any; None where the operator's default covers every node."""
+    if not config.partitions:
+        return None
+    holding = [p for p in config.partitions if not p.pools or pool.name in p.pools]
+    ranked = sorted(holding, key=lambda p: (p.pools != [pool.name], not p.default))
+    return ranked[0].name if ranked else None
+
+
+def reservations(config: PlatformConfig) -> list[Reservation]:
+    """Per pool, a reservation for each tenant with nodes of its own in the placement of every cell."""
+    module = operator_module(config)
+    oppo = [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
+    found = []
+    for pool in config.gpu_pools:
+        requests = [cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells) for t in config.tenants for c in t.cells if c.pool == pool.name]
+        partition = reservation_partition(config, pool)
+        if not requests or (config.partitions and partition is None):
+            continue  # no cells here, or no partition holds the pool (no job runs there)
+        for tenant, nodes in cell_fit.owned_nodes(pool.worker_replicas, pool.gpus_per_node, requests).items():
+            if nodes:
+                accounts = (tenant, *oppo)
+                found.append(Reservation(f"{RESERVATION_PREFIX}{pool.name}.{tenant}", nodes, module.pool_feature(config, pool), partition, accounts))
+    return found
+
+
 def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
-    """Just enough slurm.conf for sacctmgr to reach slurmdbd."""
+    """Just enough slurm.conf for sacctmgr to reach slurmdbd and scontrol slurmctld."""
     return (
         "\n".join(
             [
                 f"ClusterName={config.cluster.name}",
-                # sacctmgr only talks to slurmdbd, but Slurm refuses a slurm.conf without a controller
-                # ("No SlurmctldHost defined"); this one is never contacted.
-                "SlurmctldHost=localhost",
+                f"SlurmctldHost={client.slurmctld_host}",
                 f"AuthType={client.auth}",
                 "AccountingStorageType=accounting_storage/slurmdbd",
                 f"AccountingStorageHost={client.slurmdbd_host}",
@@ -219,8 +268,67 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
                 wanted.append(f"has assoc {user_want}")
     lines += ["# What slurmdbd holds now.", "read_state", "missing=0"]
     lines += [f'{check} || {{ echo "slurmdbd does not hold: {check.split(" ", 2)[2]}" >&2; missing=1; }}' for check in wanted]
+    lines += reservation_lines(config)
     lines.append("exit $missing")
     return "\n".join(lines) + "\n"
+
+
+def reservation_lines(config: PlatformConfig) -> list[str]:
+    """The reservations made exact: ours that are no longer wanted deleted (or, while jobs run in
+    them, no longer magnetic and purged once idle), smaller ones shrunk, then new ones created and
+    grown ones extended, so nodes are freed before they are asked for; then checked."""
+    q = shlex.quote
+    wanted = reservations(config)
+    lines = [
+        "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
+        "retry() {",
+        "  local tries=0 out",
+        '  until out=$("$@" 2>&1); do',
+        f'    (( ++tries < {RESERVATION_TRIES} )) || {{ echo "gave up: $* : $out" >&2; return 1; }}',
+        '    echo "retrying in 10 s: $* : $out"; sleep 10',
+        "  done",
+        "}",
+        # Its line, or nothing (asked by name, scontrol fails on a missing one, as on any error).
+        "reservation() {",
+        "  local all",
+        "  all=$(scontrol -o show reservation) || return 1",
+        '  grep -F "ReservationName=$1 " <<<"$all" || [[ $? == 1 ]]',
+        "}",
+        'gone() { scontrol delete ReservationName="$1" || [[ -z $(reservation "$1") ]]; }',
+        'field() { sed -n "s/.* $2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }',
+        "retry scontrol -o show reservation",
+        f"for name in $(scontrol -o show reservation | sed -n 's/^ReservationName=\\({RESERVATION_PREFIX.replace('.', '[.]')}[^ ]*\\) .*/\\1/p'); do",
+        f"  case $name in {' | '.join(q(r.name) for r in wanted) or q('')}) continue ;; esac",
+        '  if ! scontrol delete ReservationName="$name" 2>/dev/null; then',
+        "    # Jobs still run in it: no new ones go there, and Slurm deletes it a minute after the last (should this Job give up first).",
+        '    scontrol update ReservationName="$name" Flags-=MAGNETIC Flags+=PURGE_COMP=00:01:00',
+        '    retry gone "$name"',
+        "  fi",
+        "done",
+    ]
+    for r in wanted:
+        lines.append(
+            f'line=$(reservation {q(r.name)}); [[ -z $line ]] || (( $(field "$line" NodeCnt) <= {r.nodes} )) || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}'
+        )
+    for r in wanted:
+        where = (f" Features={q(r.feature)}" if r.feature else "") + (f" PartitionName={q(r.partition)}" if r.partition else "")
+        accounts = q(",".join(r.accounts))
+        lines += [
+            f"line=$(reservation {q(r.name)})",
+            "if [[ -z $line ]]; then",
+            f"  retry scontrol create reservation ReservationName={q(r.name)} StartTime=now EndTime={RESERVATION_END} NodeCnt={r.nodes}{where} "
+            f"Accounts={accounts} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS",
+            "else",
+            f'  [[ $(field "$line" Accounts) == {accounts} ]] || retry scontrol update ReservationName={q(r.name)} Accounts={accounts}',
+            f'  [[ $(field "$line" NodeCnt) == {r.nodes} ]] || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}',
+            "fi",
+        ]
+    for r in wanted:
+        lines.append(
+            f'line=$(reservation {q(r.name)}); [[ $(field "$line" NodeCnt) == {r.nodes} && $(field "$line" Accounts) == {q(",".join(r.accounts))} ]] '
+            f'|| {{ echo "slurmctld does not hold: reservation {r.name} of {r.nodes} nodes for {",".join(r.accounts)}" >&2; missing=1; }}'
+        )
+    return lines
 
 
 def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:

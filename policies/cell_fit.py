@@ -14,7 +14,8 @@ message counts per cell size, as HiveD does, from a larger-first packing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -82,6 +83,43 @@ def placement(nodes: int, gpus_per_node: int, counts: Mapping[int, int]) -> Opti
     small = {size: count for size, count in counts.items() if size < gpus_per_node}
     packed = _pack(nodes - len(layout), gpus_per_node, small)
     return None if packed is None else layout + packed + [()] * (nodes - len(layout) - len(packed))
+
+
+def owned_nodes(nodes: int, gpus_per_node: int, requests: Sequence[CellRequest]) -> dict[str, int]:
+    """For one pool's requests: how many nodes hold one tenant's cells and nobody else's, by tenant,
+    in a placement of every cell (empty when none exists). Slurm reserves those nodes for their tenant
+    (components/tenancy.py); a node shared by two tenants' cells is protected by their counts only.
+    Each tenant's smaller cells are first packed apart; only when that takes more nodes than the pool
+    has do tenants share nodes, and then a node of the pool-wide placement that one tenant's remaining
+    cells fill alone is that tenant's."""
+    owned: dict[str, int] = {}
+    small: dict[str, Counter[int]] = {}
+    for request in requests:
+        owned.setdefault(request.tenant, 0)
+        if request.gpus_per_cell >= gpus_per_node:
+            owned[request.tenant] += request.gpus_per_cell // gpus_per_node * request.cells
+        else:
+            small.setdefault(request.tenant, Counter())[request.gpus_per_cell] += request.cells
+    totals: Counter[int] = Counter()
+    for request in requests:
+        totals[request.gpus_per_cell] += request.cells
+    if placement(nodes, gpus_per_node, totals) is None:
+        return {}
+    free = nodes - sum(owned.values())
+    apart = {tenant: _pack(free, gpus_per_node, counts) for tenant, counts in small.items()}
+    if all(bins is not None for bins in apart.values()) and sum(len(bins or []) for bins in apart.values()) <= free:
+        return {tenant: count + len(apart.get(tenant) or []) for tenant, count in owned.items()}
+    left = {tenant: Counter(counts) for tenant, counts in small.items()}
+    for node in _pack(free, gpus_per_node, sum(small.values(), Counter())) or []:
+        cells = Counter(node)
+        owner = next((tenant for tenant, counts in left.items() if not cells - counts), None)
+        if owner is not None:
+            owned[owner] += 1
+            left[owner] -= cells
+            continue
+        for size in node:  # a shared node: its cells come off whoever still has cells of that size
+            left[next(tenant for tenant, counts in left.items() if counts[size])][size] -= 1
+    return owned
 
 
 def _counted(nodes: int, gpus_per_node: int, counts: Mapping[int, int]) -> list[tuple[int, int, int]]:

@@ -16,14 +16,16 @@ stripped and reported as a warning, never skipped over silently.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -406,6 +408,8 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "SchedulerParameters=sched_interval=1,bf_interval=1",
+        # Two CPUs per fake GPU, whatever this machine has: slurmd reports the node lines' counts.
+        "SlurmdParameters=config_overrides",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=127.0.0.1",
         f"AccountingStoragePort={SLURMDBD_PORT}",
@@ -413,7 +417,7 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
     ]
     for name, (feature, gpus) in nodes.items():
         base.append(
-            f"NodeName={name} NodeAddr=127.0.0.1 Port={lab.node_ports.setdefault(name, free_port())} CPUs=2 RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN"
+            f"NodeName={name} NodeAddr=127.0.0.1 Port={lab.node_ports.setdefault(name, free_port())} CPUs={2 * max(gpus, 1)} RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN"
         )
     return "\n".join(base) + "\n"
 
@@ -473,6 +477,91 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
         pid_file = lab.root / f"pod-{name}" / "run-munge" / "munged.pid"
         if pid_file.exists():
             lab.adopted.append(int(pid_file.read_text()))
+
+
+def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> tuple[str, str]:
+    """The operator's own lines (its preempt settings, NodeSets, structured partitions), then
+    `include custom_slurm.conf` holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
+    from components.slurm import manifest_of, operator_module
+
+    spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
+    partitions = [f"PartitionName={p['name']} Nodes={','.join(p['nodeSetRefs'])} {p['config']}" for p in spec["partitionConfiguration"]["partitions"]]
+    pools = sorted({feature for feature, _ in nodes.values()})
+    own = [
+        "GresTypes=gpu",
+        "PreemptMode=REQUEUE",
+        "PreemptType=preempt/partition_prio",
+        *(f"NodeSet={p} Feature={p}" for p in pools),
+        *partitions,
+        "include custom_slurm.conf",
+    ]
+    custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
+    return lab_base(config.cluster.name, lab, nodes, own), for_this_slurm(custom, source="customSlurmConfig")
+
+
+class Soperator4Lab(SlurmLab):
+    """A lab running one stack's soperator 4.1.7 slurm.conf: its config and its slurmctld."""
+
+    config: Any
+    ctld: subprocess.Popen
+    etc_before: dict[str, str]
+
+    def reconfigure(self, config: Any, nodes: Mapping[str, tuple[str, int]]) -> None:
+        """slurmctld and the slurmds re-read the layout `config` renders, as after a `pulumi up` changes it."""
+        base, custom = soperator4_slurm_conf(config, self, nodes)
+        (self.slurm_etc / "slurm.conf").write_text(base)
+        (self.slurm_etc / "custom_slurm.conf").write_text(custom)
+        self.run("scontrol", "reconfigure")
+
+
+@contextlib.contextmanager
+def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str]) -> Iterator[Soperator4Lab]:
+    """munged, MariaDB, slurmdbd, slurmctld on `config`'s soperator 4 slurm.conf and a slurmd per fake node
+    (`nodes`: name -> (pool feature, GPUs)), all idle; `users` exist in the lab. The host's /etc is checked unchanged after."""
+    require_packages()
+    etc_before = etc_digest()
+    # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
+    root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
+    root.chmod(0o755)
+    lab = Soperator4Lab(root, config.cluster.name)
+    try:
+        # The Unix users exist before their associations reach slurmctld.
+        for number, user in enumerate(users):
+            lab.add_user(user, 10000 + number, 10000 + number)
+        lab.munged(b"m" * 1024)
+        lab.mariadb()
+        lab.slurmdbd()
+        base, custom = soperator4_slurm_conf(config, lab, nodes)
+        lab.ctld = lab.slurmctld(base, fake_gpus(lab, nodes), [("custom_slurm.conf", custom)])
+        for node in nodes:
+            lab.slurmd(node)
+        wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
+        lab.config = config
+        lab.etc_before = etc_before
+        yield lab
+    finally:
+        lab.close()
+        shutil.rmtree(root)
+    # Users, hosts, Slurm and munge config all lived in the lab's namespace: the host's /etc is as it was.
+    assert etc_digest() == etc_before
+
+
+def reservation_fields(line: str) -> dict[str, str]:
+    """One line of `scontrol -o show reservation`, by field."""
+    return dict(field.split("=", 1) for field in line.split() if "=" in field)
+
+
+def tenants_job(lab: SlurmLab, config: Any, name: str, conf_edit: Callable[[str], str] = lambda text: text) -> subprocess.CompletedProcess:
+    """The tenants Job's script (components/tenancy.py) as its pod runs it, against the lab's slurmdbd and slurmctld."""
+    from components import tenancy
+    from components.slurm import operator_module
+
+    client = operator_module(config).accounting_client(config)
+    data = tenancy.config_map(config, client)["data"]
+    conf = for_this_slurm(data["slurm.conf"], [client.slurmctld_host], source="tenants slurm.conf")
+    data["slurm.conf"] = conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")
+    key = (lab.root / "munge" / "munge.key").read_bytes()
+    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)
 
 
 # --- OpenLDAP ----------------------------------------------------------------------

@@ -4,19 +4,27 @@ as its pod runs it, and the lab's experiments (README "The lab's experiments") o
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from components import tenancy
-from components.config import ConfigError, PlatformConfig, parse_config
-from components.slurm import ack, manifest_of, operator_module, slinky
+from components.config import ConfigError, parse_config
+from components.slurm import ack, slinky
 from tests.harness import stack_config
-from tests.services import SlurmLab, config_complaints, etc_digest, fake_gpus, for_this_slurm, lab_base, require_packages, run_pod_script, wait_for
+from tests.services import (
+    SlurmLab,
+    Soperator4Lab,
+    config_complaints,
+    etc_digest,
+    for_this_slurm,
+    lab_base,
+    reservation_fields,
+    soperator4_lab,
+    tenants_job,
+    wait_for,
+)
 
 USERS = ["alice", "bob", "carol", "dan"]
 LAB_NODES = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
@@ -25,77 +33,14 @@ LAB_CONFIG = {**stack_config("dev-lab")}
 LAB_CONFIG["tenants"] = [LAB_CONFIG["tenants"][0], {**LAB_CONFIG["tenants"][1], "borrowingCap": 1}]
 
 
-def soperator4_slurm_conf(config, lab: SlurmLab) -> tuple[str, str]:
-    """The operator's own lines (its preempt settings, NodeSets, structured partitions), then
-    `include custom_slurm.conf` holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
-    spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
-    partitions = [f"PartitionName={p['name']} Nodes={','.join(p['nodeSetRefs'])} {p['config']}" for p in spec["partitionConfiguration"]["partitions"]]
-    pools = sorted({feature for feature, _ in LAB_NODES.values()})
-    own = [
-        "GresTypes=gpu",
-        "PreemptMode=REQUEUE",
-        "PreemptType=preempt/partition_prio",
-        *(f"NodeSet={p} Feature={p}" for p in pools),
-        *partitions,
-        "include custom_slurm.conf",
-    ]
-    custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
-    return lab_base(config.cluster.name, lab, LAB_NODES, own), for_this_slurm(custom, source="customSlurmConfig")
-
-
-def reconfigure(lab: SlurmLab, config) -> None:
-    """slurmctld and the slurmds re-read the layout `config` renders, as after a `pulumi up` changes it."""
-    base, custom = soperator4_slurm_conf(config, lab)
-    (lab.slurm_etc / "slurm.conf").write_text(base)
-    (lab.slurm_etc / "custom_slurm.conf").write_text(custom)
-    lab.run("scontrol", "reconfigure")
-
-
-class DevLab(SlurmLab):
-    """The lab of the dev-lab stack: its config and its slurmctld, for the tests below."""
-
-    config: PlatformConfig
-    ctld: subprocess.Popen
-    etc_before: dict[str, str]
+def reconfigure(lab: Soperator4Lab, config) -> None:
+    lab.reconfigure(config, LAB_NODES)
 
 
 @pytest.fixture(scope="module")
 def lab():
-    require_packages()
-    config = parse_config(LAB_CONFIG)
-    etc_before = etc_digest()
-    # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
-    root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
-    root.chmod(0o755)
-    lab = DevLab(root, config.cluster.name)
-    try:
-        # The Unix users exist before their associations reach slurmctld.
-        for number, user in enumerate(USERS):
-            lab.add_user(user, 10000 + number, 10000 + number)
-        lab.munged(b"m" * 1024)
-        lab.mariadb()
-        lab.slurmdbd()
-        base, custom = soperator4_slurm_conf(config, lab)
-        lab.ctld = lab.slurmctld(base, fake_gpus(lab, LAB_NODES), [("custom_slurm.conf", custom)])
-        for node in LAB_NODES:
-            lab.slurmd(node)
-        wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle", "idle"], "both fake GPU nodes idle", 60)
-        lab.config = config
-        lab.etc_before = etc_before
-        yield lab
-    finally:
-        lab.close()
-        shutil.rmtree(root)
-    # Users, hosts, Slurm and munge config all lived in the lab's namespace: the host's /etc is as it was.
-    assert etc_digest() == etc_before
-
-
-def tenants_job(lab: SlurmLab, config, name: str, conf_edit=lambda text: text):
-    client = operator_module(config).accounting_client(config)
-    data = tenancy.config_map(config, client)["data"]
-    data["slurm.conf"] = conf_edit(for_this_slurm(data["slurm.conf"], source="tenants slurm.conf"))
-    key = (lab.root / "munge" / "munge.key").read_bytes()
-    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)
+    with soperator4_lab(parse_config(LAB_CONFIG), LAB_NODES, USERS) as started:
+        yield started
 
 
 def test_slurmctld_runs_soperator_4_custom_config_with_the_tenants_preemption(lab):
@@ -119,10 +64,18 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     assert sorted(assoc) == sorted(expected)
     qos = lab.sacctmgr("show", "qos", "format=Name,Priority,Preempt,PreemptMode").split()
     assert sorted(qos) == sorted(["normal|0||cluster", "oppo|0||requeue", "test|10|oppo|cluster", "prod|100|oppo|cluster"])
+    # Each tenant's whole-node cell is a reservation of its pool's node, open to it and every oppo account.
+    reservations = lab.run("scontrol", "-o", "show", "reservation").stdout
+    held = {f["ReservationName"]: (f["Nodes"], f["Accounts"], f["Flags"]) for f in map(reservation_fields, reservations.splitlines())}
+    assert held == {
+        "cells.gpu-c.default": ("gpu-c-0", "default,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
+        "cells.gpu-d.vc1": ("gpu-d-0", "vc1,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
+    }, reservations
     transactions = lab.sacctmgr("list", "transactions")
     second = tenants_job(lab, lab.config, "second")
     assert second.returncode == 0, second.stderr[-2000:]
     assert lab.sacctmgr("list", "transactions") == transactions
+    assert lab.run("scontrol", "-o", "show", "reservation").stdout == reservations and "retrying" not in second.stdout, second.stdout
 
 
 def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
@@ -133,6 +86,10 @@ def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
     )
     assert result.returncode == 1 and "No SlurmctldHost defined" in result.stderr, result.stderr
     assert "waiting for slurmdbd" not in result.stdout and time.monotonic() - started < 20
+
+
+def reservations_held(lab) -> dict[str, str]:
+    return {f["ReservationName"]: f["Nodes"] for f in map(reservation_fields, lab.run("scontrol", "-o", "show", "reservation").stdout.splitlines())}
 
 
 def submit(lab, user, *args):
@@ -306,9 +263,13 @@ def test_experiment_4_both_machines_in_one_tenant(lab, jobs):
         result = tenants_job(lab, config, "second-layout")
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         assert lab.sacctmgr("show", "assoc", "where", "account=default", "user=", "format=GrpTRES").split() == ["gres/gpu=2"]
+        # vc1's reservation went first, so gpu-d-0 could be default's.
+        assert reservations_held(lab) == {"cells.gpu-c.default": "gpu-c-0", "cells.gpu-d.default": "gpu-d-0"}
         jobs_ = [submit(lab, "alice", "-A", "default", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 60") for _ in range(2)]
         wait_for(lambda: [state(lab, job) for job in jobs_] == ["RUNNING None", "RUNNING None"], "default's two jobs, one per machine", 20)
     finally:
+        cancel_all(lab)  # a reservation no longer wanted goes once its jobs are done
         reconfigure(lab, lab.config)
         restored = tenants_job(lab, lab.config, "first-layout-again")
         assert restored.returncode == 0, restored.stderr[-2000:]
+        assert reservations_held(lab) == {"cells.gpu-c.default": "gpu-c-0", "cells.gpu-d.vc1": "gpu-d-0"}

@@ -15,9 +15,9 @@ from components import tenancy
 from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config
 from components.ldap import seed_ldif
 from components.platform import build_platform
-from components.slurm import ack, manifest_of, operator_module, soperator4
+from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
 from policies import kube_rules
-from policies.cell_fit import CellRequest, Shortfall, _counted, placement, shortfalls
+from policies.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
 from tests.test_program import run_stack
@@ -147,6 +147,68 @@ def test_the_fit_check_agrees_with_a_brute_force_packer_on_random_layouts():
         outcomes[expected] += 1
     # Both answers were exercised, often, and so were layouts only a careful packing holds.
     assert outcomes[True] > 1000 and outcomes[False] > 1000 and greedy_would_refuse > 20, (outcomes, greedy_would_refuse)
+
+
+def test_each_tenants_cells_get_nodes_of_their_own_where_the_pool_has_room():
+    # Two tenants, one 4-GPU cell each, on two 4-GPU nodes: a node each (tests/test_services_topology.py runs it).
+    assert owned_nodes(2, 4, [CellRequest("a", "p", 4, 1), CellRequest("b", "p", 4, 1)]) == {"a": 1, "b": 1}
+    # Packed apart even when the pool-wide packing would mix them: {4,2,2} for a, {3,3,2} for b.
+    mixed = [CellRequest("a", "p", 4, 1), CellRequest("b", "p", 3, 2), CellRequest("a", "p", 2, 2), CellRequest("b", "p", 2, 1)]
+    assert owned_nodes(2, 8, mixed) == {"a": 1, "b": 1}
+    # A multi-node cell owns its nodes; the small cells of another tenant take a node of their own.
+    assert owned_nodes(3, 8, [CellRequest("a", "p", 16, 1), CellRequest("b", "p", 1, 3)]) == {"a": 2, "b": 1}
+    # Two tenants' halves on one node: nobody owns it (their counts protect them).
+    assert owned_nodes(1, 8, [CellRequest("a", "p", 4, 1), CellRequest("b", "p", 4, 1)]) == {"a": 0, "b": 0}
+    # No placement at all: nothing is owned.
+    assert owned_nodes(2, 8, [CellRequest("a", "p", 16, 1), CellRequest("b", "p", 1, 3)]) == {}
+
+
+def placeable_with_owners(nodes: int, gpus_per_node: int, requests: list[CellRequest], owned: dict[str, int]) -> bool:
+    """Brute force: every cell on a node, each tenant's owned nodes (beyond its whole-node cells) holding
+    its cells alone and at least one each, the rest on the unowned nodes."""
+    whole: Counter[str] = Counter()
+    small = []
+    for r in requests:
+        if r.gpus_per_cell >= gpus_per_node:
+            whole[r.tenant] += r.gpus_per_cell // gpus_per_node * r.cells
+        else:
+            small += [(r.tenant, r.gpus_per_cell)] * r.cells
+    labels: list[str | None] = [t for t, count in owned.items() for _ in range(count - whole[t])]
+    if any(owned[t] < whole[t] for t in owned) or sum(owned.values()) > nodes:
+        return False
+    labels += [None] * (nodes - sum(owned.values()))
+    load = [0] * len(labels)
+
+    def assign(index: int) -> bool:
+        if index == len(small):
+            return all(load[n] for n, label in enumerate(labels) if label is not None)
+        tenant, size = small[index]
+        for n, label in enumerate(labels):
+            if label in (None, tenant) and load[n] + size <= gpus_per_node:
+                load[n] += size
+                if assign(index + 1):
+                    return True
+                load[n] -= size
+        return False
+
+    return assign(0)
+
+
+def test_owned_nodes_are_a_placement_of_every_cell_on_random_layouts():
+    rng = random.Random(20261126)
+    owning = 0
+    for _ in range(1500):
+        nodes, gpus_per_node, cells = random_layout(rng)
+        if not cells or len(cells) > 7:
+            continue
+        requests = [CellRequest(f"t{rng.randrange(3)}", "p", size, 1) for size in cells]
+        owned = owned_nodes(nodes, gpus_per_node, requests)
+        # A dict of every tenant exactly when the cells fit.
+        assert (owned != {}) == brute_force_fits(nodes, gpus_per_node, cells)
+        if owned:
+            assert placeable_with_owners(nodes, gpus_per_node, requests, owned), (nodes, gpus_per_node, requests, owned)
+            owning += sum(owned.values()) > 0
+    assert owning > 300, owning
 
 
 def test_an_unknown_pool_has_no_room():
@@ -315,12 +377,59 @@ def test_the_job_waits_only_while_slurmdbd_is_unreachable():
     assert "|| true" not in script  # no sacctmgr error is ignored
 
 
-@pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
-def test_the_client_slurm_conf_names_a_controller(stack):
-    # Without one, every sacctmgr call ends "fatal: Unable to process configuration file" (Slurm 22.05 to current).
+CONTROLLER_SERVICES = {"soperator 4.1.7": "{}-controller-svc", "ack-slurm-operator": "{}-head", "Slinky slurm-operator 1.2.1": "{}-controller"}
+
+
+@pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())
+def test_the_client_slurm_conf_names_the_operators_controller_service(operator, stack):
+    # scontrol reaches it for the reservations (and without any, every sacctmgr call ends "fatal: Unable to process configuration file").
     config = with_tenants(*two_teams(stack), stack=stack)
     conf = tenancy.client_slurm_conf(config, operator_module(config).accounting_client(config)).splitlines()
-    assert conf[:2] == [f"ClusterName={config.cluster.name}", "SlurmctldHost=localhost"]
+    assert conf[:2] == [f"ClusterName={config.cluster.name}", f"SlurmctldHost={CONTROLLER_SERVICES[operator].format(config.cluster.name)}"]
+
+
+@pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())
+def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_feature(operator, stack):
+    config = with_tenants(*two_teams(stack), stack=stack)
+    pool = config.gpu_pools[0]
+    oppo = ("team-a-oppo", "team-b-oppo")
+    feature = {
+        "ack-slurm-operator": pool.name,
+        "soperator 4.1.7": soperator4.nodeset_name(pool),
+        "Slinky slurm-operator 1.2.1": slinky.nodeset_name(pool),
+    }
+    found = tenancy.reservations(config)
+    # team-a's whole-node cell, and team-b's two half-node cells packed onto one node of its own.
+    assert [(r.name, r.nodes, r.accounts) for r in found] == [
+        (f"cells.{pool.name}.team-a", 1, ("team-a", *oppo)),
+        (f"cells.{pool.name}.team-b", 1, ("team-b", *oppo)),
+    ]
+    partition = tenancy.reservation_partition(config, pool)
+    assert partition and {(r.feature, r.partition) for r in found} == {(feature[operator], partition)}
+    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    for r in found:
+        assert (
+            f"retry scontrol create reservation ReservationName={r.name} StartTime=now EndTime=2100-01-01T00:00:00 NodeCnt=1 "
+            f"Features={r.feature} PartitionName={partition} Accounts={','.join(r.accounts)} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS"
+        ) in script
+    # Every reservation of ours that is not wanted goes; the wanted ones are checked.
+    assert f"case $name in cells.{pool.name}.team-a | cells.{pool.name}.team-b) continue ;; esac" in script
+    assert script.count("slurmctld does not hold: reservation") == 2
+
+
+@pytest.mark.parametrize(
+    "partitions, expected",
+    [
+        ([{"name": "all", "default": True}, {"name": "mine", "pools": ["h100"]}], "mine"),  # the pool's own first
+        ([{"name": "both", "pools": ["h100", "h200"]}, {"name": "all", "default": True}], "all"),  # then the default
+        ([{"name": "h200", "pools": ["h200"]}, {"name": "both", "pools": ["h200", "h100"]}], "both"),  # then any holding it
+        ([{"name": "h200", "pools": ["h200"], "default": True}], None),  # none: no job runs on h100, so no reservation
+    ],
+)
+def test_a_reservation_takes_its_nodes_in_a_partition_of_its_pool(partitions, expected):
+    raw = stack_config(SOPERATOR_4)
+    config = parse_config({**raw, "slurm": {**raw["slurm"], "partitions": partitions}})
+    assert tenancy.reservation_partition(config, next(p for p in config.gpu_pools if p.name == "h100")) == expected
 
 
 @pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())

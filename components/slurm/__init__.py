@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ..config import PlatformConfig
+from ..config import NodePoolConfig, PlatformConfig
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,12 @@ class KeySecret:
 
 @dataclass(frozen=True)
 class AccountingClient:
-    """How a pod beside the cluster reaches slurmdbd as a Slurm client (the tenants' sacctmgr Job)."""
+    """How a pod beside the cluster reaches slurmdbd and slurmctld as a Slurm client (the tenants'
+    Job: sacctmgr for accounts, scontrol for the reservations of their cells)."""
 
-    image: str  # a Slurm image of this operator's with sacctmgr (and munged for munge auth)
+    image: str  # a Slurm image of this operator's with sacctmgr and scontrol (and munged for munge auth)
     slurmdbd_host: str  # the Service the operator gives slurmdbd
+    slurmctld_host: str  # ... and slurmctld
     auth: str  # slurm.conf AuthType: auth/munge, or auth/slurm with the cluster's slurm.key
     key_secret: str  # the Secret holding the munge key or slurm.key
     key: str
@@ -78,6 +80,8 @@ class SlurmOperator(Protocol):
     def login_endpoint(self, config: PlatformConfig) -> str: ...
     def ssh_command(self, config: PlatformConfig) -> str: ...
     def accounting_client(self, config: PlatformConfig) -> AccountingClient: ...
+    # The Slurm node feature the workers of a GPU pool carry (None: one worker group, every node).
+    def pool_feature(self, config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]: ...
 
 
 def operator_module(config: PlatformConfig) -> SlurmOperator:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import Any, Optional
 
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
@@ -587,7 +587,13 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
     return AccountingClient(
         image=ack(config).image,
         slurmdbd_host=slurmdbd_host(config),
+        slurmctld_host=slurmctld_host(config),
         auth="auth/munge",
         key_secret=munge_secret_name(config.cluster.name),
         key=MUNGE_KEY_FIELD,
     )
+
+
+def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """Each worker group's nodes carry its name as a feature (node_lines)."""
+    return pool.name

@@ -12,7 +12,7 @@ Partitions go into the Controller's `extraConf` over NodeSet names.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_CA_FILE, SSSD_SECRET
@@ -330,12 +330,18 @@ def ssh_command(config: PlatformConfig) -> str:
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
     """The login image (Slurm's client commands), the cluster's slurm.key (auth/slurm), and the
-    Service the operator names after the Accounting object (`<name>-accounting`)."""
+    Services the operator names after the Accounting and Controller objects (`<name>-accounting`, `<name>-controller`)."""
     n = names(config)
     return AccountingClient(
         image=image(config, "login"),
         slurmdbd_host=f"{n['accounting']}-accounting",
+        slurmctld_host=f"{n['controller']}-controller",
         auth="auth/slurm",
         key_secret=n["slurm_key"],
         key=SLURM_KEY,
     )
+
+
+def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """A NodeSet's dynamic nodes register with its name as their feature (the partitions' `Nodes=<nodeset>`)."""
+    return nodeset_name(pool)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..config import PlatformConfig, PodResources
+from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
@@ -448,12 +448,18 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 def accounting_client(config: PlatformConfig) -> AccountingClient:
     """The controller image (Slurm's client commands; munged is soperator's separate munge image,
     as in its own pods), the platform's munge key, and the operator's `<cluster>-accounting-svc`
-    (soperator's naming.BuildServiceName)."""
+    and `<cluster>-controller-svc` (soperator's naming.BuildServiceName)."""
     return AccountingClient(
         image=image(config, "slurmctld"),
         slurmdbd_host=f"{config.cluster.name}-accounting-svc",
+        slurmctld_host=f"{config.cluster.name}-controller-svc",
         auth="auth/munge",
         key_secret=munge_secret_name(config.cluster.name),
         key=MUNGE_KEY_FIELD,
         munge_image=image(config, "munge"),
     )
+
+
+def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """1.14.10 has one worker group: every Slurm node is the pool's."""
+    return None

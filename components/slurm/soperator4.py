@@ -13,7 +13,7 @@ in-place update of the SlurmCluster with the data untouched.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Optional
 
 from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..ldap import SSSD_SECRET
@@ -363,3 +363,8 @@ ssh_command = soperator1.ssh_command
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
     return replace(soperator1.accounting_client(config), image=image(config, "slurmctld"), munge_image=image(config, "munge"))
+
+
+def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """A NodeSet's workers register with its name as their feature (the operator's `NodeSet=<name> Feature=<name>`)."""
+    return nodeset_name(pool)
