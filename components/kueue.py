@@ -3,7 +3,7 @@
 The same tenants, the same GPU pools, two schedulers, each with its own nodes of
 a pool: Slurm's cells (tenants[].cells) on the Slurm workers, Kueue's
 (tenants[].kueueCells) on the pool's other nodes, where no slurmd pod holds the
-GPUs. The fit check places both (components/config.py), so the guarantees add up.
+GPUs. The fit check places both (components/config/tenants.py), so the guarantees add up.
 
 - a `ResourceFlavor` `<cluster>-<pool>` per GPU pool: the pool's node labels and
   tolerations, and its `Topology` (the pool's topologyLabels, then

@@ -1,0 +1,117 @@
+"""Alibaba ack-slurm-operator: its chart, its SlurmCluster settings and their rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field, model_validator
+
+from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+
+class AckSlurmOperatorConfig(ChartConfig):
+    """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
+
+    install: bool = Field(False, description="Declare the Helm release; the default false matches the guide (ACK marketplace).")
+    namespace: DnsLabel = "ack-slurm-operator"
+    version: str = Field("", description="Chart version (required with install: true).")
+    repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
+    api_generation: Literal["2024-06", "2024-12"] = Field(
+        "2024-12",
+        description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 (spec.slurmctld, slurmdbd, slurmrestd).",
+    )
+
+    @model_validator(mode="after")
+    def _chart_named_when_installed(self) -> AckSlurmOperatorConfig:
+        if self.install and not (self.version and self.repository):
+            raise ValueError("install: true needs version and repository (the chart is not published in a public repo)")
+        return self
+
+
+# ---------------------------------------------------------------------------
+# Per-operator Slurm settings (the operator-neutral ones above are shared)
+
+
+class HomeNasConfig(Model):
+    """The guide's shared /home: an existing NAS file system bound through a static PersistentVolume."""
+
+    server: Host = Field(..., description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+    path: SafePath = Field("/", description="Directory on the NAS.")
+    size: Quantity = "1Ti"
+    claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
+    nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
+
+
+class AckAutoscalingConfig(Model):
+    """Slurm power saving with CLOUD nodes. The copilot runs in its own pod (the only ACK pod with a token, never
+    the head users log into): it watches sinfo for powering nodes and runs these programs, which patch the CR."""
+
+    enabled: bool = False
+    max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
+    suspend_time: int = Field(600, ge=1, description="SuspendTime: idle seconds before a worker is suspended.")
+    suspend_timeout: int = Field(600, ge=1)
+    resume_timeout: int = Field(600, ge=1)
+    resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
+    suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
+    suspend_program: SafePath = Field(
+        "/slurm-suspend.sh", description="Run by the copilot pod once per node powering down, as the guide's image ships it."
+    )
+    resume_program: SafePath = Field("/slurm-resume.sh", description="Run by the copilot pod once per node powering up.")
+
+
+class AckClusterConfig(Model):
+    """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
+
+    image: ImageReference = Field(..., description="Slurm image for head and workers (the guide's, or your own build).")
+    # The operator's init script copies from these paths: shell-safe characters only.
+    slurm_conf_path: SafePath = Field("/var/slurm", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
+    munge_key_dir: SafePath = Field("/var/munge", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
+    slurmctld_host: Optional[DnsSubdomain] = Field(
+        None, description="SlurmctldHost in slurm.conf (a DNS name, it also reaches the tenants' script); default <cluster>-head."
+    )
+    home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
+    slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
+        None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
+    )
+    autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
+    extra_slurm_conf: list[ConfLine] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim (one line each).")
+
+
+def problems(config: PlatformConfig) -> Iterator[Problem]:
+    """What ack-slurm-operator (components/slurm/ack.py) can render."""
+    slurm = config.slurm
+    if slurm.ack is None:
+        yield Problem(("slurm", "ack"), "required when slurmOperator is ack (at least slurm.ack.image)")
+        return
+    autoscaling = slurm.ack.autoscaling
+    if autoscaling.enabled:
+        for index, pool in enumerate(config.node_pools):
+            if pool.has_gpu and pool.worker_replicas > autoscaling.max_nodes_per_group:
+                yield Problem(
+                    ("nodePools", index, "slurmWorkers"),
+                    f"is more than slurm.ack.autoscaling.maxNodesPerGroup ({autoscaling.max_nodes_per_group}), "
+                    "the CLOUD node names slurm.conf declares per group; raise it or lower slurmWorkers",
+                    pool.worker_replicas,
+                )
+    if slurm.controller.size != 1:
+        yield Problem(
+            ("slurm", "controller", "size"),
+            "must be 1 with slurmOperator ack (the generated slurm.conf names one SlurmctldHost)",
+            slurm.controller.size,
+        )
+    accounting = slurm.accounting
+    if accounting.enabled and accounting.database != "external":
+        yield Problem(
+            ("slurm", "accounting", "database"),
+            "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), or set slurm.accounting.enabled: false",
+            accounting.database,
+        )
+    if accounting.enabled and not slurm.ack.slurmdbd_conf_secret_name:
+        yield Problem(
+            ("slurm", "ack", "slurmdbdConfSecretName"),
+            "required when accounting is enabled with slurmOperator ack (an existing Secret holding slurmdbd.conf)",
+        )

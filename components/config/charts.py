@@ -1,0 +1,130 @@
+"""The Helm charts of the cluster's operators (the Slurm operators' own settings live in soperator.py, ack.py, slinky.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field
+
+from .ack import AckSlurmOperatorConfig
+from .fields import (
+    NVIDIA_HELM_REPO,
+    ChartConfig,
+    ChartRepository,
+    DnsLabel,
+    ExactVersion,
+    ImageTag,
+    InterfaceName,
+    Model,
+    Problem,
+    _check_image_repository_path,
+    _check_rdma_resource_name,
+    _leading_v,
+)
+from .slinky import SlinkyOperatorConfig
+from .soperator import SoperatorConfig
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+# ---------------------------------------------------------------------------
+# Operators
+
+
+class GpuOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "gpu-operator"
+    version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v24.9.2"
+    repository: ChartRepository = NVIDIA_HELM_REPO
+    driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
+    driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
+    toolkit_enabled: bool = True
+    device_plugin_enabled: bool = True
+    dcgm_exporter_enabled: bool = True
+    mig_strategy: Literal["none", "single", "mixed"] = "single"
+    node_feature_discovery: bool = Field(True, description="Deploy NFD; only one NFD may run in the cluster.")
+
+
+class NetworkOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "nvidia-network-operator"
+    version: Annotated[ExactVersion, _leading_v(False), Field(description="Chart version without a leading v.")] = "24.10.1"
+    repository: ChartRepository = NVIDIA_HELM_REPO
+    node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
+    rdma_shared_device_plugin_image: Annotated[str, AfterValidator(_check_image_repository_path)] = Field(
+        "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin",
+        description="<registry>/<repository>/<image> without a tag (the tag is rdmaSharedDevicePluginVersion).",
+    )
+    rdma_shared_device_plugin_version: ImageTag = "v1.5.2"
+    rdma_resource_name: Annotated[str, AfterValidator(_check_rdma_resource_name)] = Field(
+        "rdma_shared_device_a", description="Resource exposed as rdma/<name>."
+    )
+    rdma_hca_max: int = Field(63, ge=1)
+    rdma_if_names: list[InterfaceName] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
+    doca_driver_version: Optional[ImageTag] = Field(
+        None, description="Deploy NVIDIA's DOCA/OFED driver container at this version (e.g. 24.10-0.7.0.0-0); unset: host MOFED."
+    )
+
+
+class MariadbOperatorConfig(ChartConfig):
+    namespace: DnsLabel = "mariadb-operator"
+    version: Annotated[ExactVersion, _leading_v(False)] = Field(
+        "0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against."
+    )
+    repository: ChartRepository = Field(
+        "https://helm.mariadb.com/mariadb-operator",
+        description="Helm repo URL, OCI prefix (oci://ghcr.io/mariadb-operator/charts publishes 26.6.0 and later) or local directory.",
+    )
+    crds_chart: bool = Field(
+        False, description="Install the separate mariadb-operator-crds chart first (charts 0.31+); 0.29 ships its CRDs in the main chart."
+    )
+
+
+class CertManagerConfig(ChartConfig):
+    install: bool = Field(
+        False,
+        description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
+        "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
+    )
+    namespace: DnsLabel = "cert-manager"
+    version: Annotated[ExactVersion, _leading_v(True)] = "v1.16.2"
+    repository: ChartRepository = "https://charts.jetstack.io"
+
+
+class KueueConfig(ChartConfig):
+    """Kueue beside Slurm for Kubernetes-native GPU jobs: the tenants' kueueCells become ClusterQueue quotas."""
+
+    enabled: bool = Field(
+        False,
+        description="Render Kueue's queues from the tenants: a ResourceFlavor and Topology per GPU pool, a ClusterQueue per "
+        "tenant in one cohort, a LocalQueue in each tenant namespace, WorkloadPriorityClasses slurm-prod/test/oppo.",
+    )
+    install: bool = Field(True, description="With enabled: declare the Helm release; false when Kueue is already installed.")
+    namespace: DnsLabel = "kueue-system"
+    version: Annotated[ExactVersion, _leading_v(False)] = "0.19.2"
+    repository: ChartRepository = "oci://registry.k8s.io/kueue/charts"
+
+
+class OperatorsConfig(Model):
+    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
+    network_operator: NetworkOperatorConfig = NetworkOperatorConfig()
+    soperator: SoperatorConfig = SoperatorConfig()
+    mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
+    cert_manager: CertManagerConfig = CertManagerConfig()
+    ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
+    slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
+    kueue: KueueConfig = KueueConfig()
+
+
+def chart_problems(config: PlatformConfig) -> Iterator[Problem]:
+    ops = config.operators
+    if (
+        ops.gpu_operator.install
+        and ops.network_operator.install
+        and ops.gpu_operator.node_feature_discovery
+        and ops.network_operator.node_feature_discovery
+    ):
+        yield Problem(
+            ("operators", "networkOperator", "nodeFeatureDiscovery"),
+            "is true while gpuOperator.nodeFeatureDiscovery is true too; only one Node Feature Discovery may run in the cluster",
+            True,
+        )

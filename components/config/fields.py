@@ -1,0 +1,363 @@
+"""Field types and checks: the rules Kubernetes applies to names, quantities, CIDRs (policies/kube_rules.py), the base Model, and what every concern shares (chart settings, pod resources, a problem at a key path)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, Optional
+from urllib.parse import urlparse
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from policies import kube_rules
+
+PROJECT = "slurm-platform"
+
+# ---------------------------------------------------------------------------
+# Scalar types with the rules Kubernetes applies to them (policies/kube_rules.py,
+# shared with the policy pack).
+
+
+def quantity_value(quantity: Any) -> Decimal:
+    """A Kubernetes resource quantity ("100Gi", "1500m", "8", 8) as a number."""
+    return kube_rules.parse_quantity(quantity)
+
+
+def _rule(check: Callable[[str], list[str]]) -> AfterValidator:
+    def validate(value: str) -> str:
+        errors = check(value)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return value
+
+    return AfterValidator(validate)
+
+
+def _number_as_text(value: Any) -> Any:
+    # A bare YAML number (`cpu: 8`) is a quantity, as the API server takes it; `true` is not.
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _check_positive_quantity(value: str) -> str:
+    try:
+        amount = kube_rules.parse_quantity(value)
+    except ValueError:
+        raise ValueError("must be a Kubernetes quantity such as 100Gi, 1500m or 8") from None
+    if amount <= 0:
+        raise ValueError("must be greater than zero")
+    return value
+
+
+def _check_jail_size(value: str) -> str:
+    if quantity_value(value) < quantity_value(MIN_JAIL_SIZE):
+        raise ValueError(f"must be at least {MIN_JAIL_SIZE}: the jail holds a whole OS root filesystem")
+    return value
+
+
+def _check_cidr(value: str) -> str:
+    try:
+        kube_rules.parse_cidr(value)
+    except ValueError:
+        raise ValueError("must be a CIDR block such as 203.0.113.0/24 or 2001:db8::/48") from None
+    return value
+
+
+def _check_ip(value: str) -> str:
+    try:
+        kube_rules.parse_ip(value)
+    except ValueError:
+        raise ValueError("must be an IPv4 or IPv6 address such as 203.0.113.7 (not a hostname)") from None
+    return value
+
+
+def _check_host(value: str) -> str:
+    """A server address: an IP, or a DNS name (RFC 1123 subdomain)."""
+    try:
+        kube_rules.parse_ip(value)
+        return value
+    except ValueError:
+        pass
+    if kube_rules.is_dns1123_subdomain(value.lower()):
+        raise ValueError("must be an IP address or a DNS name such as nfs.example.internal")
+    return value
+
+
+def _check_absolute_path(value: str) -> str:
+    if not value.startswith("/") or not value.isprintable():
+        raise ValueError("must be an absolute path such as /export/slurm (printable characters only)")
+    return value
+
+
+def _check_exact_version(value: str) -> str:
+    if not kube_rules.is_exact_version(value):
+        raise ValueError("must be an exact chart version such as 1.2.3 (not latest, empty or a range like ^1.2 or 1.x)")
+    return value
+
+
+def _leading_v(required: bool) -> AfterValidator:
+    def check(value: str) -> str:
+        if value.startswith("v") != required:
+            raise ValueError(
+                "this chart's versions start with v (e.g. v1.2.3)" if required else "this chart's versions have no leading v (e.g. 1.2.3)"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _check_chart_repository(value: str) -> str:
+    url = urlparse(value)
+    # urlparse drops tab, CR and newline before parsing, so control characters are refused here.
+    if value.isprintable() and url.scheme in ("http", "https", "oci") and url.netloc and value.strip() == value:
+        return value
+    if value.isprintable() and not url.scheme and value.startswith(("/", "./", "../")):
+        return value
+    raise ValueError("must be a Helm repository URL (https://...), an OCI prefix (oci://registry/path) or a local directory (/... or ./...)")
+
+
+def _check_image_repository_path(value: str) -> str:
+    errors = kube_rules.image_repository_errors(value)
+    if errors:
+        raise ValueError(errors[0])
+    if "/" not in value:
+        raise ValueError("must be <registry or organisation>/<image>, e.g. ghcr.io/mellanox/k8s-rdma-shared-dev-plugin")
+    return value
+
+
+def _check_tag(value: str) -> str:
+    if not re.fullmatch(kube_rules.TAG, value):
+        raise ValueError("must be an image tag: letters, digits, '_', '.' or '-', at most 128 characters, not starting with '.' or '-'")
+    return value
+
+
+def _check_interface_name(value: str) -> str:
+    # Linux IFNAMSIZ: at most 15 bytes, no '/', no whitespace.
+    if not re.fullmatch(r"[^\s/:]{1,15}", value) or not (value.isascii() and value.isprintable()):
+        raise ValueError("must be a network interface name such as ibs1 (at most 15 characters, no '/' or spaces)")
+    return value
+
+
+def _check_mount_path(value: str) -> str:
+    _check_absolute_path(value)
+    path = posixpath.normpath(value)
+    path = "/" + path.lstrip("/")  # normpath keeps a leading '//'
+    if path == "/":
+        raise ValueError("must not be / (it would hide the whole jail)")
+    for system in SYSTEM_DIRECTORIES:
+        if path == system or path.startswith(system + "/"):
+            raise ValueError(f"must not be or lie under the system directory {system}")
+    return path
+
+
+# The five fields of a Kubernetes CronJob schedule: (lowest, highest, names).
+_CRON_FIELDS = (
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def _cron_field_ok(text: str, lowest: int, highest: int, names: tuple[str, ...]) -> bool:
+    for part in text.split(","):
+        match = re.fullmatch(r"(\*|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?", part)
+        if not match or (match.group(2) is not None and int(match.group(2)) == 0):
+            return False
+        if match.group(1) == "*":
+            continue
+        for bound in match.group(1).split("-"):
+            number = names.index(bound.lower()) + lowest if bound.lower() in names else (int(bound) if bound.isdigit() else None)
+            if number is None or not lowest <= number <= highest:
+                return False
+    return True
+
+
+def _check_cron(value: str) -> str:
+    _check_line(value)
+    fields = value.split()
+    if value.strip() in _CRON_MACROS:
+        return value
+    if len(fields) != 5 or not all(_cron_field_ok(f, *rule) for f, rule in zip(fields, _CRON_FIELDS, strict=True)):
+        raise ValueError("must be a cron schedule: minute hour day-of-month month day-of-week (e.g. '0 */3 * * *') or @hourly, @daily, ...")
+    return value
+
+
+def _check_rdma_resource_name(value: str) -> str:
+    errors = kube_rules.is_qualified_name(f"rdma/{value}")
+    if errors:
+        raise ValueError(f"rdma/{value} must be an extended resource name: " + "; ".join(errors))
+    return value
+
+
+# Characters a shell takes literally (shlex.quote leaves such a word as it is). A path that lands in
+# slurm.conf (one `Key=value` per word) or in an operator's init script needs nothing else.
+_SHELL_SAFE = r"[A-Za-z0-9_@%+=:,./-]"
+
+
+def _check_safe_path(value: str) -> str:
+    if not re.fullmatch(rf"/{_SHELL_SAFE}*", value):
+        raise ValueError(
+            "must be an absolute path of letters, digits and _ @ % + = : , . / - only "
+            "(no spaces, quotes, $ or control characters: it lands in slurm.conf or a shell script), e.g. /var/slurm"
+        )
+    return value
+
+
+def _check_mount_option(value: str) -> str:
+    # Node-side CSI drivers (Alibaba's NAS plugin among them) hand mount options to a shell.
+    if not re.fullmatch(rf"{_SHELL_SAFE}+", value):
+        raise ValueError("must be mount options such as nfsvers=4.1 or nolock,tcp (letters, digits and _ @ % + = : , . / - only)")
+    return value
+
+
+def _check_line(value: str) -> str:
+    # str.isprintable() is False for newline, CR, tab, NUL and the Unicode line and paragraph separators.
+    if not (value.isascii() and value.isprintable()):
+        raise ValueError("must be one line of printable ASCII (no newline, CR, tab, NUL or Unicode line separator)")
+    return value
+
+
+def _check_ldif_value(value: str) -> str:
+    # A plain LDIF value (RFC 2849 SAFE-STRING): one ASCII line, not starting with space, ':' or '<'.
+    _check_line(value)
+    if value[:1] in (" ", ":", "<") or value.endswith(" ") or any(c in value for c in ":,="):
+        raise ValueError("must not contain ':', ',' or '=' nor start or end with a space (it is an LDIF value)")
+    return value
+
+
+def _check_public_key(value: str) -> str:
+    if not re.fullmatch(r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp[0-9]+|sk-[!-~]+) [A-Za-z0-9+/]+={0,2}( [ -~]*)?", value):
+        raise ValueError("must be one OpenSSH public key line, e.g. ssh-ed25519 AAAA... user@host")
+    return value
+
+
+MIN_JAIL_SIZE = "40Gi"
+# soperator and this program name Services <cluster>-login-svc and <cluster>-login-ssh:
+# DNS-1035 labels, so the cluster name leaves room for the longest suffix.
+DERIVED_SERVICE_SUFFIXES = ("-login-svc", "-login-ssh")
+CLUSTER_NAME_MAX = kube_rules.DNS1035_LABEL_MAX - max(map(len, DERIVED_SERVICE_SUFFIXES))
+# Volume source names soperator's SlurmCluster already uses for its own volumes.
+RESERVED_VOLUME_NAMES = ("jail", "controller-spool")
+# Mounting a shared volume over these would break or hijack the jail's OS.
+SYSTEM_DIRECTORIES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var/lib",
+    "/var/log",
+    "/var/run",
+    "/var/spool",
+)
+
+
+def _check_cluster_name(value: str) -> str:
+    errors = kube_rules.is_dns1035_label(value)
+    if len(value) > CLUSTER_NAME_MAX:
+        errors.append(
+            f"must be at most {CLUSTER_NAME_MAX} characters so that Services "
+            f"{' and '.join('<name>' + s for s in DERIVED_SERVICE_SUFFIXES)} stay within {kube_rules.DNS1035_LABEL_MAX}"
+        )
+    if errors:
+        raise ValueError("; ".join(errors))
+    return value
+
+
+Quantity = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_check_positive_quantity)]
+JailSize = Annotated[Quantity, AfterValidator(_check_jail_size)]
+DnsLabel = Annotated[str, _rule(kube_rules.is_dns1123_label)]
+DnsSubdomain = Annotated[str, _rule(kube_rules.is_dns1123_subdomain)]
+ClusterName = Annotated[str, AfterValidator(_check_cluster_name)]
+QualifiedName = Annotated[str, _rule(kube_rules.is_qualified_name)]
+LabelValue = Annotated[str, _rule(kube_rules.is_valid_label_value)]
+DataKey = Annotated[str, _rule(kube_rules.is_config_map_key)]
+Cidr = Annotated[str, AfterValidator(_check_cidr)]
+IpAddress = Annotated[str, AfterValidator(_check_ip)]
+Host = Annotated[str, AfterValidator(_check_host)]
+AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+SafePath = Annotated[str, AfterValidator(_check_safe_path)]
+MountOption = Annotated[str, AfterValidator(_check_mount_option)]
+ConfLine = Annotated[str, AfterValidator(_check_line)]
+MountPath = Annotated[str, AfterValidator(_check_mount_path)]
+ExactVersion = Annotated[str, AfterValidator(_check_exact_version)]
+ChartRepository = Annotated[str, AfterValidator(_check_chart_repository)]
+ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors)]
+ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors)]
+ImageTag = Annotated[str, AfterValidator(_check_tag)]
+InterfaceName = Annotated[str, AfterValidator(_check_interface_name)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Model(BaseModel):
+    """Base: camelCase keys in YAML, unknown keys rejected (typos are errors)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
+
+
+class ChartConfig(Model):
+    install: bool = Field(True, description="Declare the Helm release; false when the cloud portal already installed it.")
+    namespace: DnsLabel
+    version: ExactVersion = Field(..., description="Chart version, pinned exactly (no latest, no ranges).")
+    repository: ChartRepository = Field(
+        ..., description="Helm repo URL, OCI prefix (oci://...), or a local directory holding the chart (mirrors, tests)."
+    )
+    values: dict[str, Any] = Field(default_factory=dict, description="Extra Helm values merged over ours.")
+
+
+class PodResources(Model):
+    cpu: Quantity
+    memory: Quantity
+    ephemeral_storage: Quantity
+
+
+class WorkerResources(PodResources):
+    gpu: int = Field(8, ge=0)
+    rdma: Optional[int] = Field(None, ge=0, description="RDMA devices per worker; unset: 1 when a GPU pool has RDMA, else 0.")
+
+
+def pod_resources(cpu: str, memory: str, ephemeral: str) -> PodResources:
+    return PodResources(cpu=cpu, memory=memory, ephemeral_storage=ephemeral)
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: tuple[Any, ...]  # camelCase keys and list indices
+    message: str
+    value: Any = None
+
+
+def duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
+    """(index, value) of every repeat after the first occurrence."""
+    seen: set[Any] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            yield index, value
+        seen.add(value)
+
+
+def gib_text(amount: Decimal) -> str:
+    return f"{plain_number(amount / 2**30)}Gi"
+
+
+def plain_number(amount: Decimal) -> str:
+    return f"{amount.normalize():f}"

@@ -1,0 +1,115 @@
+"""The whole stack: one model over every concern."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pulumi
+from pydantic import Field, PrivateAttr
+
+from .charts import OperatorsConfig
+from .cluster import ClusterConfig, KubernetesConfig
+from .fields import Model
+from .ldap import LdapConfig
+from .pools import NodePoolConfig, default_pools
+from .slurm import PartitionConfig, SlurmConfig
+from .storage import StorageConfig
+from .tenants import TenantConfig
+
+# ---------------------------------------------------------------------------
+# The whole stack
+
+
+SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
+
+
+class PlatformConfig(Model):
+    environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
+    slurm_operator: SlurmOperatorKind = Field(
+        "soperator",
+        description="The Slurm operator: soperator (version: operators.soperator.version), ack (Alibaba ack-slurm-operator, "
+        "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
+    )
+    region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
+    cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
+        "fpt",
+        description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
+        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type).",
+    )
+    cluster: ClusterConfig = ClusterConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    node_pools: list[NodePoolConfig] = Field(default_factory=default_pools, min_length=1)
+    operators: OperatorsConfig = OperatorsConfig()
+    storage: StorageConfig = StorageConfig()
+    ldap: LdapConfig = LdapConfig()
+    slurm: SlurmConfig = SlurmConfig()
+    tenants: list[TenantConfig] = Field(
+        default_factory=list,
+        description="Teams sharing the GPU pools with guarantees, priorities and preemption (soperator 4.1.7, ack or slinky; needs accounting).",
+    )
+
+    @property
+    def gpu_pools(self) -> list[NodePoolConfig]:
+        return [pool for pool in self.node_pools if pool.has_gpu]
+
+    @property
+    def partitions(self) -> list[PartitionConfig]:
+        """The Slurm partitions to render: slurm.partitions, and with tenants but the default
+        partitions, one more per GPU pool (named after it) so jobs can ask for the pool of a cell."""
+        declared = list(self.slurm.partitions)
+        if not self.tenants or "partitions" in self.slurm.model_fields_set:
+            return declared
+        taken = {p.name for p in declared}
+        return declared + [PartitionConfig(name=pool.name, pools=[pool.name]) for pool in self.gpu_pools if pool.name not in taken]
+
+    @property
+    def slurm_gpus(self) -> int:
+        """The GPUs of every Slurm worker: what tenants' cells and borrowing share."""
+        return sum(pool.gpus_per_node * pool.worker_replicas for pool in self.gpu_pools)
+
+    @property
+    def has_rdma(self) -> bool:
+        return any(pool.rdma for pool in self.gpu_pools)
+
+    @property
+    def uses_jail(self) -> bool:
+        """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
+        return self.slurm_operator == "soperator"
+
+    @property
+    def jail_is_static(self) -> bool:
+        return self.storage.jail.static_nfs is not None
+
+    _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    @property
+    def render_only(self) -> bool:
+        """Manifests go to a directory: there is no cluster to read, await or import from."""
+        return self.kubernetes.render_yaml_to_directory is not None
+
+    @property
+    def adopted_objects(self) -> list[str]:
+        """Config keys of the objects this stack imports instead of creating."""
+        storage = self.storage
+        adopted = [
+            key for key, on in (("storage.jail.adopt", storage.jail.adopt), ("storage.controllerSpool.adopt", storage.controller_spool.adopt)) if on
+        ]
+        adopted += [f"storage.submounts[{i}].adopt" for i, sub in enumerate(storage.submounts) if sub.adopt]
+        if self.slurm.adopt_munge_secret:
+            adopted.append("slurm.adoptMungeSecret")
+        return adopted
+
+    @property
+    def worker_rdma(self) -> int:
+        """RDMA devices each worker asks for: explicit, else 1 exactly when a GPU pool has RDMA."""
+        rdma = self.slurm.worker.slurmd.rdma
+        return (1 if self.has_rdma else 0) if rdma is None else rdma
+
+    @property
+    def secret_keys(self) -> frozenset[str]:
+        """Top-level keys set with `pulumi config set --secret` (everything under them is secret)."""
+        return self._secret_keys
+
+    def secret_if(self, key: str, value: Any) -> Any:
+        """`value` as a Pulumi secret when it was built from secret config key `key`."""
+        return pulumi.Output.secret(value) if key in self._secret_keys else value

@@ -1,0 +1,102 @@
+"""Node pools: the machines, their GPUs and labels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field
+
+from .fields import DnsLabel, DnsSubdomain, LabelValue, Model, Problem, QualifiedName, Quantity, duplicates
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+# ---------------------------------------------------------------------------
+# Node pools
+
+
+class Taint(Model):
+    key: QualifiedName = Field(..., description="Taint key: a qualified name such as nvidia.com/gpu.")
+    value: Optional[LabelValue] = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
+class KarpenterConfig(Model):
+    """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
+
+    node_class_group: DnsSubdomain = Field("karpenter.k8s.aws", description="nodeClassRef.group")
+    node_class_kind: str = Field("EC2NodeClass", pattern=r"^[A-Z][A-Za-z0-9]*$", description="nodeClassRef.kind")
+    node_class_name: DnsSubdomain = Field("default", description="nodeClassRef.name")
+    instance_types: list[LabelValue] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
+
+
+class NodePoolConfig(Model):
+    name: DnsLabel
+    selector: dict[QualifiedName, LabelValue] = Field(
+        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
+    )
+    gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
+    cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
+    memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
+    node_count: int = Field(..., ge=0, description="Nodes in the pool (capacity used by policies).")
+    rdma: bool = Field(False, description="Nodes have RDMA/InfiniBand NICs (enables the NicClusterPolicy).")
+    topology_labels: list[QualifiedName] = Field(
+        default_factory=list,
+        description="Node labels of the pool's network topology, outermost first (e.g. a block, then a rack label); "
+        "Kueue's Topology adds kubernetes.io/hostname below them.",
+    )
+    taints: list[Taint] = Field(default_factory=list, description="Taints the pool's nodes carry.")
+    label_existing_nodes: list[DnsSubdomain] = Field(
+        default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
+    )
+    karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+    slurm_workers: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Slurm workers on this GPU pool (soperator 4.x NodeSet, ACK worker group or Slinky NodeSet replicas); "
+        "default: nodeCount. soperator 1.14.10 has one worker group: slurm.worker.size.",
+    )
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpus_per_node > 0
+
+    @property
+    def worker_replicas(self) -> int:
+        return self.node_count if self.slurm_workers is None else self.slurm_workers
+
+
+def default_pools() -> list[NodePoolConfig]:
+    return [
+        NodePoolConfig(
+            name="gpu",
+            selector={"worker.fptcloud/pool": "gpu"},
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            gpus_per_node=8,
+            cpu_per_node="112",
+            memory_per_node="1250Gi",
+            node_count=8,
+            rdma=True,
+            taints=[Taint(key="nvidia.com/gpu", effect="NoSchedule")],
+        ),
+        NodePoolConfig(name="system", selector={"worker.fptcloud/pool": "system"}, cpu_per_node="16", memory_per_node="64Gi", node_count=3),
+    ]
+
+
+def node_pool_problems(config: PlatformConfig) -> Iterator[Problem]:
+    for index, name in duplicates([pool.name for pool in config.node_pools]):
+        yield Problem(("nodePools", index, "name"), "must be unique among nodePools", name)
+    nodes = [(i, j, node) for i, pool in enumerate(config.node_pools) for j, node in enumerate(pool.label_existing_nodes)]
+    seen: set[str] = set()
+    for i, j, node in nodes:
+        if node in seen:
+            yield Problem(("nodePools", i, "labelExistingNodes", j), "names a node another entry already labels", node)
+        seen.add(node)
+    if not config.gpu_pools:
+        yield Problem(("nodePools",), "at least one pool needs gpusPerNode > 0 to host Slurm workers")

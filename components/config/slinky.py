@@ -1,0 +1,37 @@
+"""SchedMD slurm-operator (Slinky): its chart and cluster settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field
+
+from .fields import ChartConfig, DnsLabel, DnsSubdomain, ImageRepository, ImageTag, Model, PodResources, Problem, Quantity, pod_resources
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+
+class SlinkyOperatorConfig(ChartConfig):
+    """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
+
+    namespace: DnsLabel = "slinky"
+    version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
+    repository: str = "oci://ghcr.io/slinkyproject/charts"
+
+
+class SlinkyClusterConfig(Model):
+    registry: ImageRepository = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
+    tag: ImageTag = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
+    controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
+    controller_storage_class_name: Optional[DnsSubdomain] = Field(None, description="Class of that volume; cluster default when unset.")
+    rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
+    rest_api_replicas: int = Field(1, ge=1)
+    rest_api_resources: PodResources = pod_resources("500m", "1Gi", "1Gi")
+
+
+def problems(config: PlatformConfig) -> Iterator[Problem]:
+    """What Slinky (components/slurm/slinky.py) needs."""
+    if not config.ldap.enabled:
+        yield Problem(("ldap", "enabled"), "must be true when slurmOperator is slinky: its LoginSet's sssd.conf binds to our LDAP", False)

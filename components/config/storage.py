@@ -1,0 +1,125 @@
+"""Storage: the RWX class, the jail, spool and submount volumes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field
+
+from .fields import (
+    RESERVED_VOLUME_NAMES,
+    AbsolutePath,
+    DnsLabel,
+    DnsSubdomain,
+    Host,
+    JailSize,
+    Model,
+    MountOption,
+    MountPath,
+    Problem,
+    Quantity,
+    duplicates,
+)
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+# ---------------------------------------------------------------------------
+# Storage
+
+
+class NfsServer(Model):
+    server: Host = Field(..., description="NFS server address: an IP or a DNS name.")
+    share: AbsolutePath = Field(..., description="Exported path.")
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+
+
+class AlibabaNas(Model):
+    server: str = Field(
+        ...,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/[A-Za-z0-9_@%+=:,./-]*$",
+        description="NAS mount target and path, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share",
+    )
+    volume_as: Literal["subpath", "filesystem"] = "subpath"
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
+
+
+class StorageClassConfig(Model):
+    """The read-write-many class: an existing one by name, or one we declare."""
+
+    kind: Literal["existing", "nfs", "alibabaNas"] = Field("existing", description="existing | nfs | alibabaNas")
+    name: DnsSubdomain = Field("default", description="StorageClass name (FPT: default or xplat-nfs).")
+    nfs: Optional[NfsServer] = None
+    alibaba_nas: Optional[AlibabaNas] = None
+
+
+class StaticNfsVolume(Model):
+    """A pre-existing NFS export bound to the claim through a static PersistentVolume."""
+
+    server: Host
+    path: AbsolutePath
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+
+
+ADOPT_DESCRIPTION = (
+    "The claim (and its static PV) already exists, e.g. made by hand from the FPT guide: import it into the stack "
+    "as is (Pulumi `import`) instead of creating it; the declared spec must match the live object."
+)
+
+
+class JailConfig(Model):
+    size: JailSize = Field("100Gi", description="Jail (shared root) size; at least 40Gi.")
+    static_nfs: Optional[StaticNfsVolume] = Field(
+        None, description="Bind jail-pvc to this NFS export (production: re-attachable from another cluster)."
+    )
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
+
+
+class SpoolConfig(Model):
+    size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
+
+
+class SubmountConfig(Model):
+    name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
+    mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
+    mount_path: MountPath = Field(..., description="Same path on login and worker nodes (normalised; not / and not under a system directory).")
+    size: Quantity = "100Gi"
+    static_nfs: Optional[StaticNfsVolume] = None
+    adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
+
+    @property
+    def claim_name(self) -> str:
+        return f"jail-submount-{self.name}-pvc"
+
+    @property
+    def effective_mount_name(self) -> str:
+        return self.mount_name or self.name
+
+
+class StorageConfig(Model):
+    storage_class: StorageClassConfig = StorageClassConfig()
+    jail: JailConfig = JailConfig()
+    controller_spool: SpoolConfig = SpoolConfig()
+    submounts: list[SubmountConfig] = Field(default_factory=list)
+
+
+def storage_problems(config: PlatformConfig) -> Iterator[Problem]:
+    storage_class = config.storage.storage_class
+    for kind, block, present in (("nfs", "nfs", storage_class.nfs), ("alibabaNas", "alibabaNas", storage_class.alibaba_nas)):
+        if storage_class.kind == kind and present is None:
+            yield Problem(("storage", "storageClass", block), f"required when kind is '{kind}'")
+        if storage_class.kind != kind and present is not None:
+            yield Problem(("storage", "storageClass", block), f"is set but kind is '{storage_class.kind}'; set kind: {kind} or remove it")
+    submounts = config.storage.submounts
+    for index, sub in enumerate(submounts):
+        for key, value in (("name", sub.name), ("mountName", sub.effective_mount_name)):
+            if value in RESERVED_VOLUME_NAMES:
+                yield Problem(("storage", "submounts", index, key), f"'{value}' is reserved for soperator's own volume", value)
+    for index, name in duplicates([sub.name for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "name"), "must be unique among submounts", name)
+    for index, name in duplicates([sub.effective_mount_name for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "mountName"), "must be unique among submounts (defaults to name)", name)
+    for index, path in duplicates([sub.mount_path for sub in submounts]):
+        yield Problem(("storage", "submounts", index, "mountPath"), "is already used by another submount (after normalising)", path)

@@ -1,0 +1,246 @@
+"""Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy.py), and their rules."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field
+from pydantic.alias_generators import to_camel
+
+from policies import cell_fit
+
+from .charts import OperatorsConfig
+from .fields import DnsLabel, Model, Problem, duplicates
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
+
+# ---------------------------------------------------------------------------
+# Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy.py)
+
+
+TenantPriority = Literal["prod", "test", "oppo"]
+# Users and groups the Slurm images already have: Debian/Ubuntu's base-passwd, the daemons the images
+# run, and groups other distributions grant privileges to. An LDAP entry of the same name shadows or
+# joins them (sudo matches `%sudo` by group name), and sacctmgr would change the associations of root.
+RESERVED_POSIX_NAMES = frozenset(
+    {
+        *("root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data"),
+        *("backup", "list", "irc", "gnats", "nobody", "nogroup", "_apt", "adm", "tty", "disk", "kmem", "dialout"),
+        *("fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio", "dip", "operator", "src", "shadow", "utmp"),
+        *("video", "sasl", "plugdev", "staff", "users", "input", "render", "netdev", "crontab", "messagebus"),
+        *("slurm", "munge", "sshd", "nslcd", "sssd", "mysql", "wheel", "admin", "docker"),
+    }
+)
+# Slurm's own account: the parent of every other; a tenant's GrpTRES on it would cap the whole cluster.
+RESERVED_SLURM_ACCOUNTS = ("root",)
+
+
+def _check_not_reserved_posix_name(value: str) -> str:
+    if value in RESERVED_POSIX_NAMES:
+        raise ValueError(
+            f"{value!r} is a system user or group of the Slurm images and cannot be seeded into LDAP or Slurm "
+            "(reserved: Debian's base-passwd users and groups such as root, nobody, sudo, adm, staff, users, and the images' "
+            "daemons slurm, munge, sshd, nslcd, sssd; README: Reserved names)"
+        )
+    return value
+
+
+def _check_not_reserved_account(value: str) -> str:
+    if value in RESERVED_SLURM_ACCOUNTS:
+        raise ValueError(f"{value!r} is Slurm's root account, the parent of every account; choose another name")
+    return value
+
+
+# A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
+POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+PosixName = Annotated[str, Field(pattern=POSIX_NAME_PATTERN), AfterValidator(_check_not_reserved_posix_name)]
+
+
+class TenantCells(Model):
+    """Guaranteed cells (HiveD's virtualCells): `cells` of `gpusPerCell` GPUs, each cell on one node of `pool`."""
+
+    pool: DnsLabel = Field(..., description="A GPU node pool (nodePools[].name).")
+    gpus_per_cell: int = Field(
+        ..., ge=1, description="GPUs in one cell: up to the pool's gpusPerNode, all on one node; or whole nodes (a multiple of it)."
+    )
+    cells: int = Field(..., ge=1, description="How many such cells the tenant is guaranteed.")
+
+
+class TenantConfig(Model):
+    """A team sharing the GPU pools: a Slurm account with a guarantee, QOS levels, and an LDAP group."""
+
+    name: Annotated[DnsLabel, AfterValidator(_check_not_reserved_account)] = Field(
+        ..., description="Slurm account name (and namespace name when namespace is true); not root."
+    )
+    ldap_group: Optional[PosixName] = Field(None, description="LDAP posixGroup of the tenant's users; default: name.")
+    users: list[PosixName] = Field(default_factory=list, description="Users of this tenant (seeded into LDAP when ldap.enabled).")
+    cells: list[TenantCells] = Field(..., min_length=1, description="Guaranteed cells (the virtual cluster).")
+    kueue_cells: list[TenantCells] = Field(
+        default_factory=list,
+        description="Cells guaranteed to its Kubernetes jobs through Kueue (operators.kueue.enabled), on the pool's nodes "
+        "that are not Slurm workers (nodeCount - slurmWorkers).",
+    )
+    borrowing_cap: Optional[int] = Field(None, ge=0, description="GPUs beyond the guarantee its oppo jobs may use at once; unset: any idle GPU.")
+    priorities: list[TenantPriority] = Field(
+        default_factory=lambda: list[TenantPriority](["prod", "test", "oppo"]),
+        min_length=1,
+        description="QOS levels its users may submit at: prod > test run inside the guarantee; oppo borrows idle GPUs, preemptible.",
+    )
+    namespace: bool = Field(
+        False,
+        description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee (protected and "
+        "retained on delete; not default, kube-*, the cluster's or an operator's namespace).",
+    )
+
+    @property
+    def group(self) -> str:
+        return self.ldap_group or self.name
+
+    @property
+    def guaranteed_gpus(self) -> int:
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.cells)
+
+    def kueue_gpus(self, pool: str) -> int:
+        """The GPUs of its kueueCells on `pool`."""
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells if cell.pool == pool)
+
+    @property
+    def oppo_account(self) -> str:
+        """The Slurm account of its opportunistic jobs."""
+        return f"{self.name}-oppo"
+
+    @property
+    def pools(self) -> set[str]:
+        """The GPU pools it holds cells on: the only ones its guaranteed jobs may run on."""
+        return {cell.pool for cell in self.cells}
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+def reserved_namespaces(config: PlatformConfig) -> dict[str, str]:
+    """Namespaces a tenant may not declare (besides kube-*), with their owner. Tenant names are
+    unique, so no tenant's namespace is another's. The kubernetes provider adopts an existing
+    Namespace on create, and deleting the tenant would then delete it with everything in it."""
+    reserved = {"default": "Kubernetes' default namespace", config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
+    for key, field in OperatorsConfig.model_fields.items():
+        chart = getattr(config.operators, key)
+        how = "installed by this stack" if chart.install else "installed outside this stack"
+        reserved.setdefault(chart.namespace, f"operators.{field.alias or to_camel(key)}.namespace, {how}")
+    return reserved
+
+
+def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
+    tenants = config.tenants
+    if not tenants:
+        if config.operators.kueue.enabled:
+            yield Problem(("operators", "kueue", "enabled"), "needs tenants: Kueue's queues are the tenants' (tenants[].kueueCells)", True)
+        return
+    if config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10":
+        yield Problem(
+            ("tenants",),
+            "soperator 1.14.10 cannot carry partitions or preemption settings; set operators.soperator.version: 4.1.7, "
+            "or slurmOperator: ack or slinky",
+            [t.name for t in tenants],
+        )
+    if not config.slurm.accounting.enabled:
+        yield Problem(
+            ("slurm", "accounting", "enabled"),
+            "must be true when tenants are set: their accounts, QOS and GPU guarantees live in slurmdbd",
+            False,
+        )
+    for index, name in duplicates([t.name for t in tenants]):
+        yield Problem(("tenants", index, "name"), "must be unique among tenants", name)
+    # Each tenant also owns the Slurm account <name>-oppo.
+    oppo_accounts = {t.oppo_account: t.name for t in tenants}
+    for index, tenant in enumerate(tenants):
+        if tenant.name in oppo_accounts:
+            yield Problem(
+                ("tenants", index, "name"),
+                f"is the Slurm account for the oppo jobs of tenant {oppo_accounts[tenant.name]!r}; choose another name",
+                tenant.name,
+            )
+    # With tenants, who may use a partition follows from the cells (components/slurm/common.py partition_options).
+    for index, partition in enumerate(config.slurm.partitions):
+        if {option.partition("=")[0].lower() for option in partition.config.split()} & {"allowaccounts", "denyaccounts"}:
+            yield Problem(
+                ("slurm", "partitions", index, "config"),
+                "sets AllowAccounts/DenyAccounts, which the tenants decide: a tenant's account may use the partitions over its cells' "
+                "pools, every oppo account all of them; remove it",
+                partition.config,
+            )
+    pools = {pool.name: pool for pool in config.node_pools}
+    gpu_pool_names = ", ".join(sorted(pool.name for pool in config.gpu_pools))
+    reserved = reserved_namespaces(config)
+    listed = ", ".join(["kube-*", *reserved])
+    for i, tenant in enumerate(tenants):
+        owner = reserved.get(tenant.name) or ("Kubernetes' own" if tenant.name.startswith("kube-") else None)
+        if tenant.namespace and owner:
+            yield Problem(
+                ("tenants", i, "namespace"),
+                f"would declare namespace {tenant.name!r}, which is not the tenant's: {owner}; rename the tenant or set namespace: false "
+                f"(reserved: {listed})",
+                True,
+            )
+        if config.ldap.enabled and tenant.ldap_group is None and tenant.name in RESERVED_POSIX_NAMES:
+            yield Problem(
+                ("tenants", i, "name"),
+                f"is also its LDAP group (ldapGroup unset), and {tenant.name!r} is a system group of the Slurm images; set ldapGroup",
+                tenant.name,
+            )
+        elif config.ldap.enabled and tenant.ldap_group is None and not re.fullmatch(POSIX_NAME_PATTERN, tenant.name):
+            yield Problem(
+                ("tenants", i, "name"),
+                "is also its LDAP group (ldapGroup unset), and a group name is at most 32 characters, starting with a letter or _; set ldapGroup",
+                tenant.name,
+            )
+        for k, user in duplicates(list(tenant.users)):
+            yield Problem(("tenants", i, "users", k), "is listed twice in this tenant", user)
+        borrowable = config.slurm_gpus - tenant.guaranteed_gpus
+        if tenant.borrowing_cap is not None and tenant.borrowing_cap > borrowable:
+            yield Problem(
+                ("tenants", i, "borrowingCap"),
+                f"is more than the {max(borrowable, 0)} GPUs it could borrow (the Slurm workers' GPUs beyond its own guarantee); "
+                f"at most {max(borrowable, 0)}, or unset for any idle GPU",
+                tenant.borrowing_cap,
+            )
+        for k, level in duplicates(list(tenant.priorities)):
+            yield Problem(("tenants", i, "priorities", k), "is listed twice", level)
+        if not {"prod", "test"} & set(tenant.priorities):
+            yield Problem(("tenants", i, "priorities"), "needs prod or test: its guaranteed cells are used at those levels", list(tenant.priorities))
+        if tenant.borrowing_cap is not None and "oppo" not in tenant.priorities:
+            yield Problem(("tenants", i, "borrowingCap"), "caps oppo jobs, but priorities has no oppo", tenant.borrowing_cap)
+        if tenant.kueue_cells and not config.operators.kueue.enabled:
+            yield Problem(("tenants", i, "kueueCells"), "needs operators.kueue.enabled: true (Kueue holds these cells)", len(tenant.kueue_cells))
+        for field, cells in (("cells", tenant.cells), ("kueueCells", tenant.kueue_cells)):
+            for j, cell in enumerate(cells):
+                pool = pools.get(cell.pool)
+                if pool is None or not pool.has_gpu:
+                    what = "is not a node pool" if pool is None else "has no GPUs"
+                    yield Problem(("tenants", i, field, j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
+                elif cell.gpus_per_cell > pool.gpus_per_node and cell.gpus_per_cell % pool.gpus_per_node:
+                    yield Problem(
+                        ("tenants", i, field, j, "gpusPerCell"),
+                        f"is more than pool '{pool.name}' has per node ({pool.gpus_per_node}) and not whole nodes; a cell is GPUs on one "
+                        f"node, or whole nodes (a multiple of {pool.gpus_per_node})",
+                        cell.gpus_per_cell,
+                    )
+    # Both schedulers' guarantees, each on its own nodes of a pool: Slurm's on its workers (nodeCount unless
+    # slurmWorkers says less), Kueue's on the rest, where no slurmd pod holds the GPUs.
+    for field, capacity, where in (
+        ("cells", lambda pool: pool.worker_replicas, ""),
+        ("kueueCells", lambda pool: pool.node_count - pool.worker_replicas, " (Kueue: the nodes that are not Slurm workers)"),
+    ):
+        fits = {pool.name: (capacity(pool), pool.gpus_per_node) for pool in config.gpu_pools}
+        requests = [
+            cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
+            for t in tenants
+            for c in (t.cells if field == "cells" else t.kueue_cells)
+            if c.pool in fits and (c.gpus_per_cell <= fits[c.pool][1] or c.gpus_per_cell % fits[c.pool][1] == 0)
+        ]
+        for shortfall in cell_fit.shortfalls(fits, requests):
+            yield Problem(("tenants",), shortfall.describe() + where)
