@@ -47,8 +47,8 @@ $(ACTIONLINT):
 
 # ruff (lint + format check) and mypy, configured in pyproject.toml; actionlint for the workflows.
 lint: $(STAMP) $(ACTIONLINT)
-	$(VENV)/bin/ruff check components policies tests benchmarks __main__.py
-	$(VENV)/bin/ruff format --check components policies tests benchmarks __main__.py
+	$(VENV)/bin/ruff check components policies tests benchmarks tools __main__.py
+	$(VENV)/bin/ruff format --check components policies tests benchmarks tools __main__.py
 	$(VENV)/bin/mypy
 	$(ACTIONLINT) -no-color
 
@@ -95,9 +95,9 @@ preview: $(STAMP) $(POLICY_STAMP) toolchain
 	pulumi preview --diff --stack $(STACK) --non-interactive \
 		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
-# Writes config.schema.json and stack.schema.json; a failure leaves both as they were.
+# Writes config.schema.json, stack.schema.json and policies/config/<stack>.json; a failure leaves each as it was.
 schema: $(STAMP)
-	$(PYTHON) -m components.schema
+	$(PYTHON) -m tools.schema
 
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py

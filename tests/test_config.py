@@ -8,8 +8,8 @@ import yaml
 from pydantic import ValidationError
 
 from components.config import ConfigError, PlatformConfig, json_schema, parse_config, quantity_value
-from components.schema import stack_file_schema, write_atomically
 from tests.harness import ROOT, example_stacks, stack_config
+from tools.schema import stack_file_schema, write_atomically
 
 
 def test_defaults_follow_the_fpt_guide():

@@ -34,6 +34,7 @@ from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
 from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
+from tools import policy_configs as generated_policy_configs
 
 sys.path.insert(0, str(ROOT / "policies"))
 
@@ -1140,6 +1141,15 @@ def test_production_is_mandatory_and_dev_is_advisory_where_it_should_be():
         assert level("dev", name) == "advisory"
     for name in ("no-secrets-in-plain-config", "slurm-volume-claim-names", "slurm-volume-references"):
         assert level("dev", name) == "mandatory"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_committed_policy_config_is_what_make_schema_generates_from_the_stack_file(env):
+    settings = json.loads((ROOT / generated_policy_configs.SETTINGS_DIR / f"{env}.json").read_text())
+    # The stack's facts come from Pulumi.<stack>.yaml only: the settings never hold them.
+    facts = generated_policy_configs.stack_facts(parse_config(stack_config(env)))
+    assert facts and all(set(fields).isdisjoint(settings.get(name) or {}) for name, fields in facts.items() if isinstance(settings.get(name), dict))
+    assert (CONFIG_DIR / f"{env}.json").read_text() == generated_policy_configs.render(ROOT, env)
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)

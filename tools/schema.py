@@ -1,11 +1,13 @@
-"""The JSON Schemas `make schema` commits, both generated from the pydantic models:
+"""What `make schema` commits, generated from the pydantic models and the stack files:
 
 - `config.schema.json`: the value of each `slurm-platform:` key;
 - `stack.schema.json`: a whole `Pulumi.<stack>.yaml` (Pulumi's own keys, and
   `config:` with our keys, with or without the `slurm-platform:` prefix, next to
   other namespaces' keys), the file an editor validates through the
   `# yaml-language-server: $schema=./stack.schema.json` line each stack file
-  starts with.
+  starts with;
+- `policies/config/<stack>.json`: the policy pack's config per stack
+  (tools/policy_configs.py).
 
 Files are replaced only once their new text is complete, so a failure leaves
 the committed ones as they were.
@@ -14,6 +16,7 @@ the committed ones as they were.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import sys
@@ -22,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import PROJECT, json_schema
+from components.config import PROJECT, json_schema
+
+from . import policy_configs
 
 CONFIG_SCHEMA_FILE = "config.schema.json"
 STACK_SCHEMA_FILE = "stack.schema.json"
@@ -105,5 +110,12 @@ def write_schemas(directory: Path) -> None:
     write_atomically(directory / STACK_SCHEMA_FILE, lambda: _text(stack_file_schema()))
 
 
+def write_policy_configs(root: Path) -> None:
+    for stack in policy_configs.stacks(root):
+        write_atomically(root / policy_configs.CONFIG_DIR / f"{stack}.json", functools.partial(policy_configs.render, root, stack))
+
+
 if __name__ == "__main__":
-    write_schemas(Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd())
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
+    write_schemas(root)
+    write_policy_configs(root)

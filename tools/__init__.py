@@ -1,0 +1,1 @@
+"""Developer tools: what `make schema` generates from the models and the stack files."""

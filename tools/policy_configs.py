@@ -1,0 +1,70 @@
+"""The policy pack's per-stack config, `policies/config/<stack>.json`, generated.
+
+The platform team's choices (enforcement levels, region quotas, claim names)
+are written once in `policies/settings/<stack>.json`; the facts of the stack
+(its region, its cloud, the size of each node pool) come from
+`Pulumi.<stack>.yaml` through the config models, so they are never kept twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import PROJECT, PlatformConfig, parse_config, quantity_value
+
+SETTINGS_DIR = Path("policies/settings")
+CONFIG_DIR = Path("policies/config")
+
+
+def stack_facts(config: PlatformConfig) -> dict[str, dict[str, Any]]:
+    """Per policy, the fields the stack config decides."""
+    return {
+        "slurm-region-quota": {"region": config.region},
+        "slurm-worker-node-fit": {
+            "nodePools": {
+                pool.name: {
+                    "cpu": _number(quantity_value(pool.cpu_per_node)),
+                    "memoryGi": _number(quantity_value(pool.memory_per_node) / 2**30),
+                    "gpus": pool.gpus_per_node,
+                    "nodes": pool.node_count,
+                }
+                for pool in config.node_pools
+            }
+        },
+        "restricted-load-balancers": {"cloud": config.cloud},
+    }
+
+
+def _number(value: Any) -> int | float:
+    return int(value) if value == int(value) else float(value)
+
+
+def policy_config(settings: dict[str, Any], config: PlatformConfig) -> dict[str, Any]:
+    """The settings with the stack's facts beside each policy's enforcement level."""
+    document = copy.deepcopy(settings)
+    for name, facts in stack_facts(config).items():
+        entry = document.get(name)
+        entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})
+        level = {"enforcementLevel": entry.pop("enforcementLevel")} if "enforcementLevel" in entry else {}
+        document[name] = {**level, **facts, **{key: value for key, value in entry.items() if key not in facts}}
+    return document
+
+
+def stack_config(root: Path, stack: str) -> PlatformConfig:
+    document = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
+    raw = {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
+    return parse_config(raw)
+
+
+def render(root: Path, stack: str) -> str:
+    settings = json.loads((root / SETTINGS_DIR / f"{stack}.json").read_text())
+    return json.dumps(policy_config(settings, stack_config(root, stack)), indent=2) + "\n"
+
+
+def stacks(root: Path) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
