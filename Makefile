@@ -25,7 +25,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test test-services lint up preview schema benchmark
+.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview schema benchmark
 
 venv: $(STAMP)
 
@@ -60,12 +60,16 @@ test: $(STAMP) $(POLICY_STAMP) toolchain
 	scripts/services-local.sh install
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
 
+# The unit tier alone (no toolchain, cluster or daemon): under a minute.
+test-fast: $(STAMP) $(POLICY_STAMP)
+	$(PYTHON) -m pytest -q -m unit tests
+
 # The services tier alone: real Slurm, munge, MariaDB and OpenLDAP daemons from Debian packages
 # (scripts/services-local.sh installs them; root on Debian 12). The munge tests take their key
 # from an engine `up` of the local stack, hence the toolchain.
 test-services: $(STAMP) $(POLICY_STAMP) toolchain
 	scripts/services-local.sh install
-	$(PYTHON) -m pytest -q -rs tests/test_services_*.py
+	$(PYTHON) -m pytest -q -rs -m services tests
 
 # `make up` is the local stack; `make up STACK=kwok` deploys to a loopback
 # Kubernetes API server (scripts/kube-local.sh) with kwok's fake nodes.

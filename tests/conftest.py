@@ -1,3 +1,12 @@
+"""Shared by every tier: the import paths, the tier markers and the kube fixtures.
+
+Tiers, by file name (`make test` runs all; `make test-fast` the unit tier):
+- unit: pure builders, config, policies, the program under `pulumi.runtime.set_mocks`;
+- engine: the Pulumi engine on the `local` stack (test_engine*.py; the toolchain);
+- kube: the engine and CRDs against a real API server (test_kube_*.py; scripts/kube-local.sh);
+- services: real Slurm, munge and OpenLDAP daemons (test_services_*.py; Debian packages).
+"""
+
 import sys
 from pathlib import Path
 
@@ -23,3 +32,29 @@ def cluster(tmp_path_factory, request):
     except ClusterError as error:
         pytest.fail(str(error))
     return cluster
+
+
+TIERS = (("test_engine", "engine"), ("test_kube_", "kube"), ("test_services_", "services"))
+
+
+def tier_of(module_name: str) -> str:
+    return next((tier for prefix, tier in TIERS if module_name.startswith(prefix)), "unit")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(tier_of(item.path.name))
+
+
+@pytest.fixture(scope="module")
+def ws(cluster, tmp_path_factory, request):
+    """The project as a workspace on the kwok stack against `cluster`, with kwok nodes shaped like its pools."""
+    from tests.engine import ToolchainError
+    from tests.kube import KWOK_STACK, ClusterError, kwok_workspace
+
+    try:
+        workspace = kwok_workspace(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]), cluster)
+    except (ToolchainError, ClusterError) as error:
+        pytest.fail(str(error))
+    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
+    return workspace

@@ -10,25 +10,12 @@ from __future__ import annotations
 import json
 import secrets
 
-import pytest
-
 from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.storage import JAIL_CLAIM, claim_manifest, data_volumes
 from scripts.kwok_nodes import stack_config
-from tests.engine import ToolchainError
-from tests.kube import KWOK_STACK, ClusterError, kwok_workspace, wait_until
+from tests.kube import KWOK_STACK, wait_until
 
 PROJECT_TYPE = "slurm-platform"
-
-
-@pytest.fixture(scope="module")
-def ws(cluster, tmp_path_factory):
-    try:
-        workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-adoption"), cluster)
-    except (ToolchainError, ClusterError) as error:
-        pytest.fail(str(error))
-    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
-    return workspace
 
 
 def urn(child_type: str, name: str, parent_type: str | None = None) -> str:

@@ -16,23 +16,13 @@ import json
 import pytest
 
 from components.munge import MUNGE_KEY_FIELD
-from tests.engine import ToolchainError, Workspace
-from tests.kube import KWOK_STACK, ClusterError, LocalCluster, contains, kwok_workspace, wait_until
+from tests.engine import Workspace
+from tests.kube import KWOK_STACK, LocalCluster, contains, wait_until
 
 NAMESPACE = "fpt-hpc"
 CLAIMS = ["jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"]
 MUNGE_SECRET = "fpt-hpc-munge"
 CUSTOM_RESOURCE_TYPES = ("kubernetes:slurm.nebius.ai/v1:SlurmCluster", "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
-
-
-@pytest.fixture(scope="module")
-def ws(cluster, tmp_path_factory):
-    try:
-        workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-engine"), cluster)
-    except (ToolchainError, ClusterError) as error:
-        pytest.fail(str(error))
-    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
-    return workspace
 
 
 def up(ws: Workspace, *args: str, check: bool = True):

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from tests.engine import ToolchainError, Workspace
-from tests.kube import KWOK_STACK, ClusterError, LocalCluster, kwok_workspace, wait_until
+from tests.engine import Workspace
+from tests.kube import KWOK_STACK, LocalCluster, wait_until
 
 NAMESPACE = "fpt-hpc"
 MUNGE_SECRET = "fpt-hpc-munge"
@@ -23,14 +23,10 @@ UP_TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
-def ws(cluster, tmp_path_factory):
-    try:
-        workspace = kwok_workspace(tmp_path_factory.mktemp("kwok-faults"), cluster)
-    except (ToolchainError, ClusterError) as error:
-        pytest.fail(str(error))
-    cluster.add_nodes(workspace.project / f"Pulumi.{KWOK_STACK}.yaml")
-    workspace.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
-    return workspace
+def ws(ws):
+    """The shared kwok workspace (conftest), after a first up."""
+    ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    return ws
 
 
 def data_fingerprint(cluster: LocalCluster) -> dict:
