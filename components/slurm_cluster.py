@@ -7,7 +7,6 @@ read back; the other operators' outputs are what is known before deployment.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib import metadata
 from typing import Any, Optional
 
@@ -19,25 +18,13 @@ from . import child_opts, warn
 from .config import PlatformConfig
 from .munge import generated_key, secret_data
 from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
-from .slurm.soperator1 import (
-    WAIT_FOR_ANNOTATION,
-    awaits_readiness,
-    login_address,
-    not_ready_message,
-    removed_worker_nodes,
-    restricted_login_service,
-    scale_down_warning,
-    service_names,
-    slurm_cluster_manifest,
-    ssh_line,
-    unmet_conditions,
-    worker_node_names,
-)
+from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
 
 
 def warn_about_removed_workers(config: PlatformConfig, previous_workers: pulumi.Output[Any]) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
-    previous_workers.apply(lambda previous: warn(scale_down_warning(removed_worker_nodes(previous, config.slurm.worker.size))))
+    module = operator_module(config)
+    previous_workers.apply(lambda previous: warn(module.removed_workers_warning(config, previous)))
 
 
 class LiveCustomResource(pulumi.CustomResource):
@@ -116,31 +103,28 @@ class SlurmCluster(pulumi.ComponentResource):
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:slurm_cluster:SlurmCluster", name, None, opts)
         module: SlurmOperator = operator_module(config)
-        if module.OPERATOR != "soperator 1.14.10":
-            self._other_operator(name, config, module, opts)
-            return
-        manifest = slurm_cluster_manifest(config)
-        manifest["spec"] = config.secret_if("slurm", manifest["spec"])
-        timeout = f"{config.slurm.readiness.timeout_minutes}m"
-        self.cluster = LiveCustomResource(
-            f"{name}-cluster",
-            manifest,
-            opts=child_opts(
-                self,
-                opts,
-                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout) if awaits_readiness(config) else None,
-            ),
-        )
-        status = self.cluster.status.apply(lambda live: dict(live) if live else None)
-        status.apply(lambda live: warn(not_ready_message(config, live)))
-        login_service = self._login_service(name, config, opts)
-        address = login_service.apply(lambda live: login_address(config, live))
-        self.worker_nodes = pulumi.Output.from_input(worker_node_names(config.slurm.worker.size))
-        self.login_endpoint = address.apply(lambda hp: f"{hp[0]}:{hp[1]}" if hp[0] else None)
-        self.ssh_command = address.apply(lambda hp: ssh_line(*hp))
-        self.phase = status.apply(lambda live: (live or {}).get("phase"))
+        # Pods and custom resources name the key Secrets and the priority class: create those first.
+        rendered = module.render(config)
+        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
+        first += [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in rendered if r.manifest["kind"] == "PriorityClass"]
+        declared: dict[str, pulumi.Resource] = {}
+        live: list[LiveCustomResource] = []
+        for r in rendered:
+            if r.manifest["kind"] != "PriorityClass":
+                resource = self._declare(name, config, r, first, live, opts)
+                declared[r.manifest["metadata"]["name"]] = resource
+                if isinstance(resource, LiveCustomResource):
+                    live.append(resource)
+        # The cluster custom resource whose status the operator reports (soperator's SlurmCluster).
+        status = live[0].status.apply(lambda value: dict(value) if value else None) if live else pulumi.Output.from_input(None)
+        status.apply(lambda value: warn(module.not_ready_message(config, value)))
+        login = self._live_login(name, config, module, declared, live, opts)
+        self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
+        self.login_endpoint = login.apply(lambda service: module.login_endpoint(config, service))
+        self.ssh_command = login.apply(lambda service: module.ssh_command(config, service))
+        self.phase = status.apply(lambda value: (value or {}).get("phase"))
         self.unmet_conditions = status.apply(unmet_conditions)
-        self.service_names = pulumi.Output.from_input(service_names(config))
+        self.service_names = pulumi.Output.from_input(module.service_names(config))
         self.register_outputs(
             {
                 "workerNodes": self.worker_nodes,
@@ -152,61 +136,35 @@ class SlurmCluster(pulumi.ComponentResource):
             }
         )
 
-    def _other_operator(self, name: str, config: PlatformConfig, module: SlurmOperator, opts: Optional[pulumi.ResourceOptions]) -> None:
-        """soperator 4.x, ACK, Slinky: whatever the module renders, its key Secrets first; outputs as far as known."""
-        # Pods and custom resources name the key Secrets and the priority class: create those first.
-        rendered = module.render(config)
-        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
-        first += [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in rendered if r.manifest["kind"] == "PriorityClass"]
-        statuses = [
-            status for r in rendered if r.manifest["kind"] != "PriorityClass" and (status := self._declare(name, config, r, first, opts)) is not None
-        ]
-        # The awaited cluster CR (soperator 4.x's SlurmCluster) reports its phase as 1.14.10's does.
-        status = statuses[0] if statuses else pulumi.Output.from_input(None)
-        status.apply(lambda live: warn(not_ready_message(config, live)))
-        self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
-        self.login_endpoint = pulumi.Output.from_input(module.login_endpoint(config))
-        self.ssh_command = pulumi.Output.from_input(module.ssh_command(config))
-        self.phase = status.apply(lambda live: (live or {}).get("phase"))
-        self.unmet_conditions = status.apply(unmet_conditions)
-        self.service_names = pulumi.Output.from_input({"ssh": module.login_service_name(config)})
-        self.register_outputs(
-            {
-                "workerNodes": self.worker_nodes,
-                "loginEndpoint": self.login_endpoint,
-                "sshCommand": self.ssh_command,
-                "phase": self.phase,
-                "unmetConditions": self.unmet_conditions,
-            }
-        )
-
     def _declare(
         self,
         name: str,
         config: PlatformConfig,
         rendered: Rendered,
         first: list[pulumi.Resource],
+        live: list[LiveCustomResource],
         opts: Optional[pulumi.ResourceOptions],
-    ) -> Optional[pulumi.Output[Optional[dict[str, Any]]]]:
-        """Declare one rendered object; for one the provider awaits (`pulumi.com/waitFor`), its live status.
+    ) -> pulumi.Resource:
+        """Declare one rendered object: one the provider awaits (`pulumi.com/waitFor`), or whose status
+        the component reports, with its live status readable.
 
         Built from `slurm` config: secret when that key is (secret_fields)."""
         awaits = WAIT_FOR_ANNOTATION in (rendered.manifest["metadata"].get("annotations") or {})
-        rendered = replace(rendered, manifest=secret_fields(config, rendered.manifest))
+        manifest = secret_fields(config, rendered.manifest)
         extra: dict[str, Any] = {}
         if rendered.ignore_changes:
             extra["ignore_changes"] = list(rendered.ignore_changes)
         if rendered.keep:
             extra.update(protect=True, retain_on_delete=True)
-        depends_on = first or None
-        if not awaits:
-            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
-            return None
-        # The provider's default await timeout is shorter than a first install (slurm.readiness).
-        timeout = f"{config.slurm.readiness.timeout_minutes}m"
-        extra["custom_timeouts"] = pulumi.CustomTimeouts(create=timeout, update=timeout)
-        awaited = LiveCustomResource(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=depends_on, **extra))
-        return awaited.status.apply(lambda live: dict(live) if live else None)
+        # Its await needs what the cluster runs (the login pods behind a Service): after the live custom resources.
+        depends_on = [*first, *(live if rendered.after_cluster else [])] or None
+        if not (awaits or rendered.live_status):
+            return declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=depends_on, **extra))
+        if awaits:
+            # The provider's default await timeout is shorter than a first install (slurm.readiness).
+            timeout = f"{config.slurm.readiness.timeout_minutes}m"
+            extra["custom_timeouts"] = pulumi.CustomTimeouts(create=timeout, update=timeout)
+        return LiveCustomResource(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=depends_on, **extra))
 
     def _key_secret(self, name: str, spec: KeySecret, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Resource:
         key = generated_key(f"{name}-{spec.role}-random", spec.length, spec.rotation, child_opts(self, opts))
@@ -218,28 +176,29 @@ class SlurmCluster(pulumi.ComponentResource):
             opts=child_opts(self, opts, additional_secret_outputs=["data", "stringData"]),
         )
 
-    def _login_service(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions]) -> pulumi.Output[Optional[dict[str, Any]]]:
-        """The live Service users SSH through: ours when restricted, else soperator's (read once the cluster is up)."""
-        manifest = restricted_login_service(config)
-        if manifest is not None:
-            # Its await needs ready login pods behind it (which exist once the cluster is
-            # Available), then waits for the LoadBalancer's address.
-            manifest = secret_fields(config, manifest)
-            service = k8s.core.v1.Service(
-                f"{name}-login-ssh",
-                metadata=manifest["metadata"],
-                spec=manifest["spec"],
-                opts=child_opts(self, opts, depends_on=[self.cluster]),
-            )
-        elif config.render_only:
-            return pulumi.Output.from_input(None)
-        else:
+    def _live_login(
+        self,
+        name: str,
+        config: PlatformConfig,
+        module: SlurmOperator,
+        declared: dict[str, pulumi.Resource],
+        live: list[LiveCustomResource],
+        opts: Optional[pulumi.ResourceOptions],
+    ) -> pulumi.Output[Optional[dict[str, Any]]]:
+        """The live Service users SSH through, where the module takes its address from one: ours when
+        declared, else the operator's, read once the cluster is up (never without a cluster)."""
+        service_name = module.live_login_service(config)
+        service = declared.get(service_name) if service_name else None
+        if service is None:
+            if not service_name or config.render_only:
+                return pulumi.Output.from_input(None)
             # The ID waits for the cluster's outputs: unknown while it is being created, so
             # a first preview skips the read instead of failing on a Service not there yet.
-            service_id = pulumi.Output.all(self.cluster.id, self.cluster.status).apply(
-                lambda _: f"{config.cluster.namespace}/{service_names(config)['login']}"
+            service_id = pulumi.Output.all(*(r.id for r in live), *(r.status for r in live)).apply(
+                lambda _: f"{config.cluster.namespace}/{service_name}"
             )
             service = k8s.core.v1.Service.get(f"{name}-login-svc", service_id, opts=child_opts(self, opts))
+        assert isinstance(service, k8s.core.v1.Service), service_name
         return pulumi.Output.all(spec=service.spec, status=service.status).apply(api_names)
 
 

@@ -40,12 +40,16 @@ from .common import (
     container_resources,
     gpu_resources,
     ldap_ca_files,
+    no_live_login,
+    no_removed_workers_warning,
+    no_status_message,
     node_port_fields,
     partition_options,
     pool_tolerations,
     service_account_rbac,
     ssh_command_for,
     ssh_endpoint,
+    ssh_service_names,
     submount_volumes,
     system_placement,
     system_priority,
@@ -573,13 +577,22 @@ def login_service_name(config: PlatformConfig) -> str:
     return names(config)["login"]
 
 
-def login_endpoint(config: PlatformConfig) -> str:
+def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     return ssh_endpoint(config, login_service_name(config), node_port=False)
 
 
-def ssh_command(config: PlatformConfig) -> str:
+def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     # Users are LDAP users (nslcd), not root.
     return ssh_command_for(config, login_service_name(config), node_port=False, user="$USER")
+
+
+def service_names(config: PlatformConfig) -> dict[str, str]:
+    return ssh_service_names(config, login_service_name(config))
+
+
+live_login_service = no_live_login
+not_ready_message = no_status_message
+removed_workers_warning = no_removed_workers_warning
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:

@@ -4,7 +4,7 @@ pod placement on a pool, and where users SSH to."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 from policies import kube_rules
 
@@ -54,6 +54,15 @@ def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str
     if pool.rdma and rdma:
         extra[f"rdma/{config.operators.network_operator.rdma_resource_name}"] = str(rdma)
     return extra
+
+
+# pulumi-kubernetes watches an object so annotated until the JSONPath matches (its generic await).
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+
+
+def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
+    """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
+    return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]
 
 
 # QOS priority weight: large enough that prod > test > oppo outweighs age and fair share.
@@ -169,6 +178,26 @@ def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, 
     if node_port:
         return f"ssh -p {login.node_port} {user}@<any-node-ip>"
     return f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} -o jsonpath='{{.status.loadBalancer.ingress[0].ip}}')"
+
+
+def ssh_service_names(config: PlatformConfig, login_service: str) -> dict[str, str]:
+    """The Services a module names as outputs where the operator names the rest itself: the one users SSH through."""
+    return {"ssh": login_service}
+
+
+def no_live_login(config: PlatformConfig) -> None:
+    """The login address is known from config: no Service is read back."""
+    return None
+
+
+def no_status_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> None:
+    """No cluster resource reports a status the component waits on."""
+    return None
+
+
+def no_removed_workers_warning(config: PlatformConfig, previous_workers: Optional[list[str]]) -> None:
+    """Workers are dynamic Slurm nodes: a removed one leaves slurmctld with its pod."""
+    return None
 
 
 def service_account_rbac(role_prefix: str, name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> list[Rendered]:

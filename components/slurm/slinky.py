@@ -23,10 +23,14 @@ from .common import (
     gpu_resources,
     ldap_ca_files,
     login_service_spec,
+    no_live_login,
+    no_removed_workers_warning,
+    no_status_message,
     partition_options,
     pool_tolerations,
     ssh_command_for,
     ssh_endpoint,
+    ssh_service_names,
     submount_volumes,
     system_placement,
     system_priority,
@@ -319,13 +323,22 @@ def login_service_name(config: PlatformConfig) -> str:
     return names(config)["login"]  # the LoginSet's Service carries its name
 
 
-def login_endpoint(config: PlatformConfig) -> str:
+def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     return ssh_endpoint(config, login_service_name(config), node_port=login_service_spec(config)["type"] == "NodePort")
 
 
-def ssh_command(config: PlatformConfig) -> str:
+def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     node_port = login_service_spec(config)["type"] == "NodePort"
     return ssh_command_for(config, login_service_name(config), node_port=node_port, user="$USER")
+
+
+def service_names(config: PlatformConfig) -> dict[str, str]:
+    return ssh_service_names(config, login_service_name(config))
+
+
+live_login_service = no_live_login
+not_ready_message = no_status_message
+removed_workers_warning = no_removed_workers_warning
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:

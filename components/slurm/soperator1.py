@@ -16,11 +16,10 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient, KeySecret, Rendered
-from .common import SSHD_PORT, node_port_fields, resources, ssh_command_for, ssh_endpoint
+from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions
 
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
-WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 # soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
 READY_PHASE = "Available"
 
@@ -327,11 +326,6 @@ def ssh_line(host: Optional[str], port: int) -> str:
     return f"ssh root@{target}" if port == SSHD_PORT else f"ssh -p {port} root@{target}"
 
 
-def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
-    """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
-    return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]
-
-
 def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
     """soperator's own words when the live cluster is not Available; None when it is (or is not known)."""
     phase = (status or {}).get("phase")
@@ -360,6 +354,11 @@ def removed_worker_nodes(previous: Optional[list[str]], size: int) -> list[str]:
     return [node for node in previous if node not in keep]
 
 
+def removed_workers_warning(config: PlatformConfig, previous_workers: Optional[list[str]]) -> Optional[str]:
+    """Warn at preview time, comparing with the workers this stack last exported."""
+    return scale_down_warning(removed_worker_nodes(previous_workers, config.slurm.worker.size))
+
+
 def scale_down_warning(removed: list[str]) -> Optional[str]:
     if not removed:
         return None
@@ -369,11 +368,27 @@ def scale_down_warning(removed: list[str]) -> Optional[str]:
     )
 
 
-def login_endpoint(config: PlatformConfig) -> str:
+def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]]) -> Optional[str]:
+    """`host:port` from the live login Service (live_login_service); None while it has no address."""
+    host, port = login_address(config, live_service)
+    return f"{host}:{port}" if host else None
+
+
+def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]]) -> str:
+    return ssh_line(*login_address(config, live_service))
+
+
+def live_login_service(config: PlatformConfig) -> str:
+    """Its address is read from the live Service: ours when restricted (declared), else soperator's."""
+    return login_service_name(config)
+
+
+def static_login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """As far as config knows it (soperator 4.1.7, which reads no Service back)."""
     return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
 
 
-def ssh_command(config: PlatformConfig) -> str:
+def static_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
 
 
@@ -430,10 +445,12 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    rendered = [Rendered("cluster", slurm_cluster_manifest(config))]
+    # The component reports the cluster's phase (and reads the login Service once it is up).
+    rendered = [Rendered("cluster", slurm_cluster_manifest(config), live_status=True)]
     service = restricted_login_service(config)
     if service is not None:
-        rendered.append(Rendered("login-ssh", service))
+        # Its await needs ready login pods behind it, which exist once the cluster is Available.
+        rendered.append(Rendered("login-ssh", service, after_cluster=True))
     return rendered
 
 

@@ -24,10 +24,13 @@ from . import AccountingClient, KeySecret, Rendered, soperator1
 from .common import (
     SSHD_PORT,
     gpu_resources,
+    no_live_login,
+    no_removed_workers_warning,
     partition_options,
     pool_tolerations,
     resources,
     service_account_rbac,
+    ssh_service_names,
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
@@ -357,8 +360,17 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 
 
 login_service_name = soperator1.login_service_name
-login_endpoint = soperator1.login_endpoint
-ssh_command = soperator1.ssh_command
+login_endpoint = soperator1.static_login_endpoint
+ssh_command = soperator1.static_ssh_command
+not_ready_message = soperator1.not_ready_message
+
+
+def service_names(config: PlatformConfig) -> dict[str, str]:
+    return ssh_service_names(config, login_service_name(config))
+
+
+live_login_service = no_live_login
+removed_workers_warning = no_removed_workers_warning
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
