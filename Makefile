@@ -50,6 +50,7 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/ruff check components policies tests benchmarks tools __main__.py
 	$(VENV)/bin/ruff format --check components policies tests benchmarks tools __main__.py
 	$(VENV)/bin/mypy
+	PYTHONPATH=policies $(VENV)/bin/lint-imports --no-cache
 	$(ACTIONLINT) -no-color
 
 toolchain:
@@ -105,6 +106,6 @@ schema: $(STAMP)
 
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
-	$(PYTHON) benchmarks/cell_fit.py
+	$(PYTHON) benchmarks/tenant_cells.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py

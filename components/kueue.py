@@ -26,9 +26,9 @@ import pulumi
 
 from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
+from .declare import declare
 from .slurm import Rendered
 from .slurm.common import pool_tolerations
-from .slurm_cluster import declare
 from .tenancy import LEVELS, POD_PRIORITY, kueue_borrowing_limit
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"

@@ -13,7 +13,7 @@ from .kueue import Kueue
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
 from .node_pools import NodePools
-from .operators import Operators
+from .operator_charts import Operators
 from .slurm import operator_module
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage

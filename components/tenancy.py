@@ -1,7 +1,7 @@
 """Tenants: the OpenPAI/HiveD lab's virtual clusters (VCs) on Slurm and Kubernetes.
 
 A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
-(policies/cell_fit.py, from config validation and from the policy pack). In Slurm:
+(policies/slurm_rules/cell_fit.py, from config validation and from the policy pack). In Slurm:
 
 - account `<tenant>` with `GrpTRES=gres/gpu=<guarantee>` and QOS prod/test:
   its guaranteed work. A job carries one QOS, so the guarantee sits on the
@@ -12,7 +12,7 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
   the GPUs back (`Preempt=oppo`, slurm.conf `PreemptType=preempt/qos`);
 - every partition allows the accounts of the tenants holding cells on each of
   its pools, and every oppo account: guaranteed work stays on its own pools;
-- the nodes a tenant's cells fill alone (policies/cell_fit.py `owned_nodes`) are
+- the nodes a tenant's cells fill alone (policies/slurm_rules/cell_fit.py `owned_nodes`) are
   a Slurm reservation `cells.<pool>.<tenant>` (MAGNETIC: its jobs go there
   without asking) open to the tenant and every oppo account: another tenant's
   guaranteed jobs cannot fragment them, so a whole-node cell stays placeable;
@@ -36,14 +36,13 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
-
-from policies import cell_fit, kube_rules
+from slurm_rules import cell_fit, kube_rules
 
 from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig
+from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import priority_class_policy, system_placement
-from .slurm_cluster import declare, secret_fields
 
 LEVELS = ("prod", "test", "oppo")
 GUARANTEED_LEVELS = ("prod", "test")

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests import the program's packages (components/, policies/) from the repo root,
-# and the policy pack's rules as the pack itself does (`slurm_policies`, `kube_rules`).
+# and the policy pack's rules as the pack itself does (`slurm_policies`, `slurm_rules`).
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "policies"))
 

@@ -5,11 +5,12 @@ import base64
 import pulumi
 import pytest
 
+from components.charts import HELM_HOOKS
 from components.config import parse_config
 from components.ldap import LdapDirectory
 from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
-from components.operators import HELM_HOOKS, Operators, chart_releases
+from components.operator_charts import Operators, chart_releases
 from components.slurm_cluster import SlurmCluster
 from components.storage import Storage
 from tests.harness import run_under_mocks, stack_config

@@ -205,7 +205,7 @@ def test_each_operator_namespace_is_declared_once():
 
 
 def test_deep_merge_is_deep_and_copies():
-    from components.operators import deep_merge
+    from components.charts import deep_merge
 
     ours: dict[str, Any] = {"driver": {"enabled": True, "env": {"A": "1"}}, "mig": {"strategy": "single"}, "list": [1]}
     theirs: dict[str, Any] = {"driver": {"env": {"B": "2"}}, "mig": "off", "new": {"x": 1}}
@@ -218,7 +218,8 @@ def test_deep_merge_is_deep_and_copies():
 
 
 def test_operator_values_from_typed_config():
-    from components.operators import gpu_operator_values, network_operator_values, uses_mariadb_operator
+    from components.charts import uses_mariadb_operator
+    from components.operator_charts import gpu_operator_values, network_operator_values
     from components.slurm.soperator1 import operator_values as soperator_values
 
     raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from slurm_rules import kube_rules
 
 from components.config import ConfigError, parse_config
 from components.platform import build_platform
-from policies import kube_rules
 from tests.config_walk import KEY, VALUE, Loc, StringField, locate, string_fields, with_value
 from tests.harness import PROJECT, Run, run_under_mocks, stack_config
 from tests.test_bad_config import KEY as SSH_KEY

@@ -1,12 +1,11 @@
-"""policies/kube_rules.py against the cases apimachinery's own validation tests
+"""policies/slurm_rules/kube_rules.py against the cases apimachinery's own validation tests
 use (k8s.io/apimachinery/pkg/util/validation/validation_test.go), plus the
 range, version and image rules."""
 
 from __future__ import annotations
 
 import pytest
-
-from policies import kube_rules as rules
+from slurm_rules import kube_rules as rules
 
 DNS1123_LABEL_GOOD = ["a", "ab", "abc", "a1", "a-1", "a--1--2--b", "0", "01", "012", "1a", "1-a", "1--a--b--2", "a" * 63]
 DNS1123_LABEL_BAD = [

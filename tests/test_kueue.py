@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from components import kueue, tenancy
+from components.charts import KUEUE
 from components.config import ConfigError, parse_config
-from components.operators import KUEUE
 from components.tenancy import POD_PRIORITY
 from tests.harness import stack_config
 from tests.test_program import run_stack

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from components.config import ConfigError, parse_config
-from components.operators import chart_releases
+from components.operator_charts import chart_releases
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
 from tests.contracts import contract_errors
 from tests.harness import stack_config

@@ -91,10 +91,10 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_pack_imports_nothing_outside_itself_but_pulumi_policy():
-    sources = [PACK / "__main__.py", PACK / "kube_rules.py", PACK / "cell_fit.py", *sorted((PACK / "slurm_policies").glob("*.py"))]
-    assert len(sources) > 2
-    # kube_rules and cell_fit are the pack's own modules; pulumi and kubernetes are in policies/requirements.txt.
-    installed = {"pulumi_policy", "pulumi", "kubernetes", "slurm_policies", "kube_rules", "cell_fit"}
+    sources = [PACK / "__main__.py", *sorted((PACK / "slurm_rules").glob("*.py")), *sorted((PACK / "slurm_policies").glob("*.py"))]
+    assert len(sources) > 4
+    # slurm_rules is the pack's own package; pulumi and kubernetes are in policies/requirements.txt.
+    installed = {"pulumi_policy", "pulumi", "kubernetes", "slurm_policies", "slurm_rules"}
     for source in sources:
         foreign = imported_modules(source) - set(sys.stdlib_module_names) - installed
         assert not foreign, f"{source.relative_to(ROOT)} imports {sorted(foreign)}, which policies/requirements.txt does not install"

@@ -10,14 +10,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from slurm_rules import kube_rules
+from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
 
 from components import tenancy
 from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config
 from components.ldap import seed_ldif
 from components.platform import build_platform
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
-from policies import kube_rules
-from policies.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
 from tests.test_program import run_stack
@@ -67,7 +67,8 @@ def test_mixed_sizes_that_fit_only_with_careful_packing_are_accepted():
     # 4+2+2 and 3+3+2 on two 8-GPU nodes; a larger-first packing puts 4+3 on one node and is left with 3+2+2+2.
     requests = [CellRequest("a", "h100", 4, 1), CellRequest("b", "h100", 3, 2), CellRequest("c", "h100", 2, 3)]
     assert shortfalls({"h100": (2, 8)}, requests) == []
-    assert sorted(sorted(node) for node in placement(2, 8, {4: 1, 3: 2, 2: 3})) == [[2, 2, 4], [2, 3, 3]]
+    packed = placement(2, 8, {4: 1, 3: 2, 2: 3})
+    assert packed is not None and sorted(sorted(node) for node in packed) == [[2, 2, 4], [2, 3, 3]]
     # One GPU more is one too many: the refusal still counts per size.
     assert shortfalls({"h100": (2, 8)}, [*requests, CellRequest("d", "h100", 1, 1)]) != []
 

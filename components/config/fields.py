@@ -1,4 +1,4 @@
-"""Field types and checks: the rules Kubernetes applies to names, quantities, CIDRs (policies/kube_rules.py), the base Model, and what every concern shares (chart settings, pod resources, a problem at a key path)."""
+"""Field types and checks: the rules Kubernetes applies to names, quantities, CIDRs (policies/slurm_rules/kube_rules.py), the base Model, and what every concern shares (chart settings, pod resources, a problem at a key path)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-from policies import kube_rules
+from slurm_rules import kube_rules
 
 PROJECT = "slurm-platform"
 
 # ---------------------------------------------------------------------------
-# Scalar types with the rules Kubernetes applies to them (policies/kube_rules.py,
+# Scalar types with the rules Kubernetes applies to them (policies/slurm_rules/kube_rules.py,
 # shared with the policy pack).
 
 

@@ -6,8 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BeforeValidator, Field
-
-from policies import kube_rules
+from slurm_rules import kube_rules
 
 from .ack import AckClusterConfig
 from .fields import (

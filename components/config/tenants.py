@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field
 from pydantic.alias_generators import to_camel
-
-from policies import cell_fit
+from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
 from .fields import DnsLabel, Model, Problem, duplicates

@@ -30,10 +30,10 @@ import json
 import shlex
 from typing import Any, Optional
 
+from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from ..operators import ChartRelease, chart_source
 from . import AccountingClient, KeySecret, Rendered
 from .common import (
     SSHD_PORT,

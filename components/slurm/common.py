@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from policies import kube_rules
+from slurm_rules import kube_rules
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations
 from ..ldap import CLIENT_CA_KEY

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_CA_FILE, SSSD_SECRET
-from ..operators import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from . import AccountingClient, KeySecret, Rendered
 from .common import (
     container_resources,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
-from ..operators import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient, KeySecret, Rendered
 from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions

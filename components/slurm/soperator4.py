@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
+from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
-from ..operators import ChartRelease
 from ..storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, Rendered, soperator1
 from .common import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
-import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 from pulumi_policy import PolicyResource, StackValidationArgs
+from slurm_rules import kube_rules  # the rules the stack config uses too
 
 # --- resource types, as the engine names them --------------------------------
 

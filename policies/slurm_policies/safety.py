@@ -10,7 +10,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-import kube_rules  # policies/kube_rules.py: the rules the stack config uses too
 import pulumi
 from pulumi_policy import (
     EnforcementLevel,
@@ -21,6 +20,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from slurm_rules import kube_rules  # the rules the stack config uses too
 
 from .common import (
     CHART_TYPES,

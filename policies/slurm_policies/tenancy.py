@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-import cell_fit  # policies/cell_fit.py: the same check as the stack config
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+from slurm_rules import cell_fit  # the same check as the stack config
 
 from .common import CONFIG_MAP, display, get, is_list, is_map, of_type, violation
 from .quota import worker_sets

@@ -1,4 +1,4 @@
-"""The exact cell fit (policies/cell_fit.py) on large pools: wall time of `shortfalls` for
+"""The exact cell fit (policies/slurm_rules/cell_fit.py) on large pools: wall time of `shortfalls` for
 300 nodes of 8 GPUs and five cell sizes, for layouts a larger-first packing settles, tight
 ones that need the search, and ones one GPU too large to fit. Prints figures; asserts nothing."""
 
@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "policies"))  # the pack's own module names
 
-from policies.cell_fit import CellRequest, shortfalls  # noqa: E402
+from slurm_rules.cell_fit import CellRequest, shortfalls  # noqa: E402
 
 NODES, GPUS = 300, 8
 SIZES = (1, 2, 3, 5, 6)

@@ -1,7 +1,7 @@
 """Kubernetes' own rules for names, quantities, source ranges and images: ONE
-implementation, imported by the stack config (`components.config`, as
-`policies.kube_rules`) and by the policy pack (as `kube_rules`, so the pack
-still runs from policies/ alone).
+implementation, imported as `slurm_rules.kube_rules` by the stack config
+(`components.config`) and by the policy pack alike (the pack still runs from
+policies/ alone).
 
 * Names mirror k8s.io/apimachinery/pkg/util/validation/validation.go
   (IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label, IsQualifiedName,

@@ -1,0 +1,57 @@
+"""Rendered manifests as Pulumi resources: every component that declares what a pure
+builder renders (the Slurm operators' objects, the tenants', Kueue's) goes through here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic.alias_generators import to_snake
+
+from .config import PlatformConfig
+
+# Built-in kinds the operator modules render, declared with their typed resources.
+BUILTIN_KINDS = {
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+    ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
+}
+
+
+def declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One manifest as a Pulumi resource (typed for built-ins, CustomResource otherwise)."""
+    fields = {to_snake(key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
+    builtin = BUILTIN_KINDS.get((manifest["apiVersion"], manifest["kind"]))
+    if builtin is not None:
+        return builtin(name, **fields, opts=opts)
+    if set(fields) <= {"metadata", "spec"}:
+        return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], **fields, opts=opts)
+    # A custom kind with fields beside spec (Kueue's WorkloadPriorityClass: value, description): the same
+    # resource type the provider gives CustomResource, with the manifest's own fields as its inputs.
+    return pulumi.CustomResource(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
+
+
+def secret_fields(config: PlatformConfig, manifest: dict[str, Any], keys: tuple[str, ...] = ("slurm",)) -> dict[str, Any]:
+    """Everything but the object's identity (kind, name, namespace, labels) as a secret when one of
+    the config `keys` it is built from is: a value from it may sit in any field, annotations included."""
+    if not config.secret_keys & set(keys):
+        return manifest
+    metadata = dict(manifest["metadata"])
+    if "annotations" in metadata:
+        metadata["annotations"] = pulumi.Output.secret(metadata["annotations"])
+    return {
+        key: metadata if key == "metadata" else value if key in ("apiVersion", "kind") else pulumi.Output.secret(value)
+        for key, value in manifest.items()
+    }
