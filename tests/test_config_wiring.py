@@ -220,7 +220,7 @@ def test_deep_merge_is_deep_and_copies():
 def test_operator_values_from_typed_config():
     from components.charts import uses_mariadb_operator
     from components.operator_charts import gpu_operator_values, network_operator_values
-    from components.slurm.soperator1 import operator_values as soperator_values
+    from components.slurm.soperator import operator_values as soperator_values
 
     raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
     config = parse_config(raw)

@@ -16,7 +16,7 @@ import pytest
 
 from components.config import PlatformConfig, parse_config
 from components.ldap import CLIENT_CONFIGMAP, NSLCD_SECRET
-from components.slurm import ack, soperator1
+from components.slurm import ack, soperator
 from tests.harness import Run, example_stacks, stack_config
 from tests.test_program import run_stack
 
@@ -53,7 +53,7 @@ def made_by_the_operator(config: PlatformConfig) -> tuple[dict[tuple[str, str, s
     if config.slurm_operator != "soperator":
         return {}, []
     namespace = config.cluster.namespace
-    return {("Secret", namespace, f"{config.cluster.name}-sshd-keys"): None}, [soperator1.login_pod_selector(config)]
+    return {("Secret", namespace, f"{config.cluster.name}-sshd-keys"): None}, [soperator.login_pod_selector(config)]
 
 
 def declared(run: Run) -> dict[tuple[str, str, str], Optional[set[str]]]:

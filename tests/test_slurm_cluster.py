@@ -3,8 +3,8 @@
 import re
 
 from components.config import parse_config
+from components.slurm.common import WAIT_FOR_ANNOTATION
 from components.slurm.soperator1 import (
-    WAIT_FOR_ANNOTATION,
     login_address,
     not_ready_message,
     removed_worker_nodes,

@@ -2,6 +2,7 @@
 
     soperator1  soperator 1.14.10 (FPT's chart): workers inside the SlurmCluster
     soperator4  soperator 4.1.7: SlurmCluster + one NodeSet per GPU pool
+    (soperator  what both soperator releases share: neither imports the other)
     ack         Alibaba ack-slurm-operator (both SlurmCluster API generations)
     slinky      SchedMD slurm-operator (Slinky) 1.2.1
 

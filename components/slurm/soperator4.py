@@ -6,23 +6,21 @@ The config controller (sconfigcontroller) and the exporter run under their own
 ServiceAccounts, as the helm-slurm-cluster chart declares them.
 
 Volumes, claims, the munge Secret and the login exposure are the same as in
-1.14.10 (the `soperator1` renderers), which is what makes the upgrade an
+1.14.10 (the renderers both releases share, `soperator.py`), which is what makes the upgrade an
 in-place update of the SlurmCluster with the data untouched.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Optional
 
 from ..charts import ChartRelease
-from ..config import NodePoolConfig, PlatformConfig, PodResources
+from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
-from . import AccountingClient, KeySecret, Rendered, soperator1
+from . import AccountingClient, KeySecret, Rendered, soperator
 from .common import (
-    SSHD_PORT,
     gpu_resources,
     no_live_login,
     no_removed_workers_warning,
@@ -40,7 +38,7 @@ OPERATOR = "soperator 4.1.7"
 VERSION = "4.1.7"
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # NodeSet workers are dynamic Slurm nodes
-CRD_RELEASES = soperator1.CRD_RELEASES
+CRD_RELEASES = soperator.CRD_RELEASES
 
 NODESET_API_VERSION = "slurm.nebius.ai/v1alpha1"
 PARENT_ANNOTATION = "slurm.nebius.ai/parental-cluster-ref"
@@ -78,10 +76,6 @@ def populate_jail_image(config: PlatformConfig) -> str:
     return f"{config.slurm.images.registry}/populate_jail:{image_tag(config)}-cuda{CUDA_VERSION}"
 
 
-def munge(config: PlatformConfig, pod: PodResources) -> dict[str, Any]:
-    return {"image": image(config, "munge"), "resources": resources(pod)}
-
-
 def sssd(config: PlatformConfig) -> dict[str, Any]:
     """LDAP users through the SSSD sidecar, with our sssd.conf Secret (key sssd.conf)."""
     if not config.ldap.enabled:
@@ -114,31 +108,20 @@ def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
 
 
 def controller_node(config: PlatformConfig) -> dict[str, Any]:
-    node = soperator1.controller_node(config)
+    node = soperator.controller_node(config, image)
     del node["size"]  # 4.x runs a single slurmctld
-    node["slurmctld"]["image"] = image(config, "slurmctld")
-    node["munge"] = munge(config, config.slurm.controller.munge)
     node["priorityClass"] = system_priority_class_name(config)
     return node
 
 
 def login_node(config: PlatformConfig) -> dict[str, Any]:
-    login = config.slurm.login
-    node = soperator1.login_node(config)
-    node.update(
-        sshd={"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
-        munge=munge(config, login.munge),
-        priorityClass=system_priority_class_name(config),
-        **sssd(config),
-    )
+    node = soperator.login_node(config, image)
+    node.update(priorityClass=system_priority_class_name(config), **sssd(config))
     return node
 
 
 def accounting_node(config: PlatformConfig) -> dict[str, Any]:
-    node = soperator1.accounting_node(config)
-    if config.slurm.accounting.enabled:
-        node["slurmdbd"]["image"] = image(config, "slurmdbd")
-        node["munge"] = munge(config, config.slurm.accounting.munge)
+    node = soperator.accounting_node(config, image)
     node["priorityClass"] = system_priority_class_name(config)
     return node
 
@@ -148,10 +131,10 @@ def exporter_account(config: PlatformConfig) -> str:
 
 
 def exporter_node(config: PlatformConfig) -> dict[str, Any]:
-    node = soperator1.exporter_node(config)
+    node = soperator.exporter_node(config, image)
     # 4.x: the soperator exporter container under its own ServiceAccount, no munge sidecar.
     del node["munge"]
-    node["exporterContainer"] = {**node.pop("exporter"), "image": image(config, "exporter")}
+    node["exporterContainer"] = node.pop("exporter")
     node["serviceAccountName"] = exporter_account(config)
     node["priorityClass"] = system_priority_class_name(config)
     return node
@@ -180,20 +163,20 @@ def custom_slurm_config(config: PlatformConfig) -> list[str]:
 
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
     return {
-        "apiVersion": soperator1.API_VERSION,
-        "kind": soperator1.KIND,
+        "apiVersion": soperator.API_VERSION,
+        "kind": soperator.KIND,
         # The same readiness wait as 1.14.10 (4.x keeps .status.phase Available).
         "metadata": {
             "name": config.cluster.name,
             "namespace": config.cluster.namespace,
-            **({"annotations": annotations} if (annotations := soperator1.slurm_cluster_annotations(config)) else {}),
+            **({"annotations": annotations} if (annotations := soperator.slurm_cluster_annotations(config)) else {}),
         },
         "spec": {
             "crVersion": VERSION,
             "maintenance": "none",
             "cgroupVersion": config.slurm.worker.cgroup_version,
             "k8sNodeFilters": k8s_node_filters(config.node_pools),
-            "volumeSources": soperator1.volume_sources(config),
+            "volumeSources": soperator.volume_sources(config),
             "partitionConfiguration": partition_configuration(config),
             **({"customSlurmConfig": "\n".join(lines)} if (lines := custom_slurm_config(config)) else {}),
             "populateJail": {
@@ -326,7 +309,7 @@ def exporter_rbac(config: PlatformConfig) -> list[Rendered]:
 
 
 def operator_values(config: PlatformConfig) -> dict[str, Any]:
-    values = soperator1.operator_values(config)
+    values = soperator.operator_values(config)
     # Webhook certificates from cert-manager; workers and login are OpenKruise StatefulSets;
     # no ServiceMonitor unless the Prometheus CRDs are there (set operators.soperator.values to enable).
     values.update(certManager={"enabled": True}, kruise={"installOperator": True}, serviceMonitor={"enabled": False})
@@ -334,7 +317,7 @@ def operator_values(config: PlatformConfig) -> dict[str, Any]:
 
 
 def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[ChartRelease]:
-    return soperator1.soperator_releases(config, operator_values(config), after)
+    return soperator.soperator_releases(config, operator_values(config), after)
 
 
 def needs_cert_manager(config: PlatformConfig) -> bool:
@@ -345,7 +328,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     rendered = [*system_priority(config), Rendered("cluster", slurm_cluster_manifest(config))]
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
     rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
-    service = soperator1.restricted_login_service(config)
+    service = soperator.restricted_login_service(config)
     if service is not None:
         rendered.append(Rendered("login-ssh", service))
     return rendered
@@ -359,10 +342,10 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
     return [f"{nodeset_name(pool)}-{i}" for pool in config.gpu_pools for i in range(pool.worker_replicas)]
 
 
-login_service_name = soperator1.login_service_name
-login_endpoint = soperator1.static_login_endpoint
-ssh_command = soperator1.static_ssh_command
-not_ready_message = soperator1.not_ready_message
+login_service_name = soperator.login_service_name
+login_endpoint = soperator.static_login_endpoint
+ssh_command = soperator.static_ssh_command
+not_ready_message = soperator.not_ready_message
 
 
 def service_names(config: PlatformConfig) -> dict[str, str]:
@@ -374,7 +357,7 @@ removed_workers_warning = no_removed_workers_warning
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
-    return replace(soperator1.accounting_client(config), image=image(config, "slurmctld"), munge_image=image(config, "munge"))
+    return soperator.accounting_client(config, image)
 
 
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:

@@ -1,0 +1,252 @@
+"""What both soperator releases share (soperator1.py: 1.14.10, soperator4.py: 4.1.7): the
+SlurmCluster's identity and readiness, the node kinds every release has (controller, login,
+accounting, exporter: each release passes its own images), the login exposure, the charts and
+the accounting client. Neither release module imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
+from ..config import PlatformConfig, PodResources
+from ..munge import MUNGE_KEY_FIELD, munge_secret_name
+from ..node_pools import NO_GPU_FILTER
+from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
+from . import AccountingClient
+from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions
+
+# A release's image for a component (slurmctld, sshd, munge, ...).
+ImageOf = Callable[[PlatformConfig, str], str]
+
+CRD_RELEASES = (SOPERATOR_CRDS,)
+
+API_VERSION = "slurm.nebius.ai/v1"
+KIND = "SlurmCluster"
+# soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
+READY_PHASE = "Available"
+
+
+def munge_container(config: PlatformConfig, image: ImageOf, pod: PodResources) -> dict[str, Any]:
+    return {"image": image(config, "munge"), "resources": resources(pod)}
+
+
+def volume_sources(config: PlatformConfig) -> list[dict[str, Any]]:
+    return [{"name": v.source_name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": False}} for v in data_volumes(config)]
+
+
+def jail_sub_mounts(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Identical on login and worker nodes: the same path everywhere is what makes a submount shared."""
+    return [{"name": sub.mount_name or sub.name, "mountPath": sub.mount_path, "volumeSourceName": sub.name} for sub in config.storage.submounts]
+
+
+def accounting_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
+    accounting = config.slurm.accounting
+    node: dict[str, Any] = {"enabled": accounting.enabled, "k8sNodeFilterName": NO_GPU_FILTER}
+    if not accounting.enabled:
+        return node
+    node.update(
+        slurmdbd={"image": image(config, "slurmdbd"), "port": 6819, "resources": resources(accounting.slurmdbd)},
+        munge=munge_container(config, image, accounting.munge),
+    )
+    if accounting.database == "external":
+        assert accounting.external is not None
+        external = accounting.external
+        node["externalDB"] = {
+            "enabled": True,
+            "host": external.host,
+            "port": external.port,
+            "user": external.user,
+            "passwordSecretKeyRef": {"name": external.password_secret_name, "key": external.password_secret_key},
+        }
+    else:
+        node["mariadbOperator"] = {
+            "enabled": True,
+            "image": config.slurm.images.mariadb,
+            "resources": resources(accounting.mariadb),
+            "replicas": 1,
+            "replication": {},
+            "metrics": {"enabled": False},
+            "storage": {
+                "ephemeral": False,
+                "volumeClaimTemplate": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": accounting.storage_size}},
+                    "storageClassName": accounting.storage_class_name,
+                },
+            },
+        }
+    return node
+
+
+def controller_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
+    controller = config.slurm.controller
+    return {
+        "size": controller.size,
+        "k8sNodeFilterName": NO_GPU_FILTER,
+        "slurmctld": {"image": image(config, "slurmctld"), "port": 6817, "resources": resources(controller.slurmctld)},
+        "munge": munge_container(config, image, controller.munge),
+        "volumes": {"spool": {"volumeSourceName": SPOOL_SOURCE}, "jail": {"volumeSourceName": JAIL_SOURCE}},
+    }
+
+
+def operator_login_service_type(config: PlatformConfig) -> str:
+    """With source ranges, SSH goes through our restricted Service; soperator's stays inside the VPC."""
+    login = config.slurm.login
+    return "NodePort" if login.allowed_source_ranges else login.service_type
+
+
+def login_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
+    login = config.slurm.login
+    node: dict[str, Any] = {
+        "size": login.size,
+        "k8sNodeFilterName": NO_GPU_FILTER,
+        "sshd": {"image": image(config, "sshd"), "port": SSHD_PORT, "resources": resources(login.sshd)},
+        "sshRootPublicKeys": list(login.ssh_root_public_keys),
+        "sshdServiceType": operator_login_service_type(config),
+        "sshdServiceAnnotations": {} if login.allowed_source_ranges else dict(login.service_annotations),
+        "munge": munge_container(config, image, login.munge),
+        "volumes": {"jail": {"volumeSourceName": JAIL_SOURCE}, "jailSubMounts": jail_sub_mounts(config)},
+    }
+    if node["sshdServiceType"] == "NodePort":
+        node["sshdServiceNodePort"] = login.node_port
+    else:
+        node["sshdServiceLoadBalancerIP"] = login.load_balancer_ip or ""
+    return node
+
+
+def exporter_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
+    exporter = config.slurm.exporter
+    return {
+        "enabled": exporter.enabled,
+        "size": 1,
+        "k8sNodeFilterName": NO_GPU_FILTER,
+        "exporter": {"image": image(config, "exporter"), "resources": resources(exporter.resources)},
+        "munge": munge_container(config, image, exporter.munge),
+        "volumes": {"jail": {"volumeSourceName": JAIL_SOURCE}},
+    }
+
+
+def awaits_readiness(config: PlatformConfig) -> bool:
+    """A render-only stack has no cluster whose status could be watched."""
+    return config.slurm.readiness.await_available and not config.render_only
+
+
+def slurm_cluster_annotations(config: PlatformConfig) -> dict[str, str]:
+    # pulumi-kubernetes watches the object until the JSONPath matches (its generic await).
+    return {WAIT_FOR_ANNOTATION: f"jsonpath={{.status.phase}}={READY_PHASE}"} if awaits_readiness(config) else {}
+
+
+def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
+    """Labels soperator puts on login pods (used by our restricted SSH Service)."""
+    return {"app.kubernetes.io/component": "login", "app.kubernetes.io/instance": config.cluster.name}
+
+
+def login_service_name(config: PlatformConfig) -> str:
+    """The Service users SSH through: our restricted one when ranges are set, else soperator's."""
+    suffix = "login-ssh" if config.slurm.login.allowed_source_ranges else "login-svc"
+    return f"{config.cluster.name}-{suffix}"
+
+
+def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]:
+    """A LoadBalancer reachable only from `allowedSourceRanges`.
+
+    The 1.14.10 CRD has no source-range field, so when ranges are configured
+    we expose SSH through this Service of our own instead of trusting the
+    operator's `<cluster>-login-svc` to the open internet.
+    """
+    login = config.slurm.login
+    if not login.allowed_source_ranges:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": login_service_name(config),
+            "namespace": config.cluster.namespace,
+            "annotations": dict(login.service_annotations),
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerSourceRanges": list(login.allowed_source_ranges),
+            "externalTrafficPolicy": "Local",
+            **node_port_fields(config),
+            "selector": login_pod_selector(config),
+            "ports": [{"name": "ssh", "port": SSHD_PORT, "targetPort": SSHD_PORT, "protocol": "TCP"}],
+            **({"loadBalancerIP": login.load_balancer_ip} if login.load_balancer_ip else {}),
+        },
+    }
+
+
+def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
+    """soperator's own words when the live cluster is not Available; None when it is (or is not known)."""
+    phase = (status or {}).get("phase")
+    if not phase or phase == READY_PHASE:
+        return None
+    failing = unmet_conditions(status)
+    return (
+        f"SlurmCluster {config.cluster.namespace}/{config.cluster.name} is {phase!r}, not {READY_PHASE}"
+        + (f"; {'; '.join(failing)}" if failing else "")
+        + f". Inspect: kubectl -n {config.cluster.namespace} get slurmcluster {config.cluster.name} -o yaml"
+    )
+
+
+def static_login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """As far as config knows it (soperator 4.1.7, which reads no Service back)."""
+    return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
+
+
+def static_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
+
+
+def uses_node_port(config: PlatformConfig) -> bool:
+    """Users reach soperator's own NodePort Service (no restricted LoadBalancer of ours)."""
+    login = config.slurm.login
+    return login.service_type == "NodePort" and not login.allowed_source_ranges
+
+
+def operator_values(config: PlatformConfig) -> dict[str, Any]:
+    # The operator registers the MariaDB scheme (and reconciles MariaDB CRs) only when told the CRDs exist.
+    mariadb = "true" if uses_mariadb_operator(config) else "false"
+    return {"controllerManager": {"manager": {"env": {"isMariadbCrdInstalled": mariadb}}}}
+
+
+def soperator_releases(config: PlatformConfig, values: dict[str, Any], after: tuple[str, ...]) -> list[ChartRelease]:
+    """The CRDs chart, then the operator chart (shared by every soperator release)."""
+    sop = config.operators.soperator
+    if not sop.install:
+        return []
+    crds_chart, crds_repo = chart_source(sop.repository, "helm-soperator-crds")
+    chart, repo = chart_source(sop.repository, "helm-soperator")
+    return [
+        ChartRelease(SOPERATOR_CRDS, crds_chart, sop.version, sop.namespace, repo=crds_repo),
+        ChartRelease(
+            SOPERATOR,
+            chart,
+            sop.version,
+            sop.namespace,
+            deep_merge(values, sop.values),
+            repo=repo,
+            # The operator chart also carries the CRD in crds/; the CRDs chart owns it.
+            skip_crds=True,
+            # It watches MariaDB CRs from start-up when told they exist.
+            depends_on=(SOPERATOR_CRDS, *after),
+        ),
+    ]
+
+
+def accounting_client(config: PlatformConfig, image: ImageOf) -> AccountingClient:
+    """The controller image (Slurm's client commands; munged is soperator's separate munge image,
+    as in its own pods), the platform's munge key, and the operator's `<cluster>-accounting-svc`
+    and `<cluster>-controller-svc` (soperator's naming.BuildServiceName)."""
+    return AccountingClient(
+        image=image(config, "slurmctld"),
+        slurmdbd_host=f"{config.cluster.name}-accounting-svc",
+        slurmctld_host=f"{config.cluster.name}-controller-svc",
+        auth="auth/munge",
+        key_secret=munge_secret_name(config.cluster.name),
+        key=MUNGE_KEY_FIELD,
+        munge_image=image(config, "munge"),
+    )
