@@ -70,7 +70,9 @@ def test_rotation_restarts_only_the_munge_carrying_workloads_that_exist():
 def test_children_are_named_after_and_parented_to_the_component():
     run = run_under_mocks(lambda: MungeKey("renamed", "c", "ns") and None)
     component = only(run, "slurm-platform:munge:MungeKey")
-    for child in run.of_type("random:index/randomPassword:RandomPassword") + run.of_type("kubernetes:core/v1:Secret"):
+    children = run.of_type("random:index/randomPassword:RandomPassword") + run.of_type("kubernetes:core/v1:Secret")
+    assert len(children) == 2
+    for child in children:
         assert child.name.startswith("renamed-") and child.parent == component.urn
 
 
@@ -121,7 +123,9 @@ def test_storage_alibaba_nas_class():
 
 def test_every_data_volume_is_protected():
     run = storage_run("prod-hanoi")
-    for resource in run.of_type("kubernetes:core/v1:PersistentVolumeClaim") + run.of_type("kubernetes:core/v1:PersistentVolume"):
+    volumes = run.of_type("kubernetes:core/v1:PersistentVolumeClaim") + run.of_type("kubernetes:core/v1:PersistentVolume")
+    assert volumes
+    for resource in volumes:
         assert resource.protect and resource.retain_on_delete, resource.name
 
 

@@ -11,7 +11,7 @@ from components.config import parse_config
 from components.slurm import operator_module
 from tests.harness import stack_config
 from tests.test_policies import CONFIG_MAP, as_policy_resource, check, one, resource
-from tests.test_policies_operators import as_resources
+from tests.test_policies_operator_shapes import as_resources
 from tests.test_tenancy import run_stack, two_teams
 
 POLICY = "slurm-tenant-cells-fit"

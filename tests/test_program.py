@@ -41,7 +41,9 @@ def test_one_slurm_cluster_with_fixed_claims(stack_run):
 
 def test_data_volumes_are_protected_and_retained(stack_run):
     _, run = stack_run
-    for resource in run.of_type(PVC) + run.of_type("kubernetes:core/v1:PersistentVolume"):
+    volumes = run.of_type(PVC) + run.of_type("kubernetes:core/v1:PersistentVolume")
+    assert volumes
+    for resource in volumes:
         assert resource.protect and resource.retain_on_delete, resource.name
 
 
@@ -66,7 +68,9 @@ def test_secrets_are_pulumi_secrets(stack_run):
 def test_no_secret_in_config_maps(stack_run):
     _, run = stack_run
     secret_values = {"p" * 32}  # the mocked LDAP password
-    for config_map in run.of_type("kubernetes:core/v1:ConfigMap"):
+    config_maps = run.of_type("kubernetes:core/v1:ConfigMap")
+    assert config_maps
+    for config_map in config_maps:
         text = str(config_map.inputs.get("data"))
         assert not any(value in text for value in secret_values), config_map.name
 

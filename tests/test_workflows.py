@@ -169,7 +169,9 @@ def test_every_deployed_stack_runs_in_its_own_environment(workflow):
 
 @pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
 def test_credentials_are_checked_before_pulumi_runs(workflow):
-    for job, _, _stack, _, steps in stack_jobs(workflow):
+    jobs = stack_jobs(workflow)
+    assert jobs
+    for job, _, _stack, _, steps in jobs:
         uses = [str(step.get("uses", "")) for step in steps]
         setup = uses.index("./.github/actions/stack-setup")
         assert setup < next(i for i, u in enumerate(uses) if u.startswith("pulumi/actions@")), f"{workflow}:{job}"
@@ -274,7 +276,9 @@ def test_deploys_refresh_first_and_drift_detection_fails_on_changes():
 
 
 def test_a_deploy_fails_unless_the_slurm_cluster_is_available():
-    for job, matrix, stack, _, steps in stack_jobs("deploy.yml"):
+    jobs = stack_jobs("deploy.yml")
+    assert jobs
+    for job, matrix, stack, _, steps in jobs:
         (up,) = [i for i, step in enumerate(steps) if step_uses(step, "pulumi/actions@")]
         check = steps[up + 1]
         assert check["uses"] == "./.github/actions/slurm-available", job
@@ -301,9 +305,10 @@ def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_p
 
 
 def test_pull_requests_preview_with_policies_and_comment():
-    for workflow, job, step in pulumi_steps():
-        if workflow == "preview.yml":
-            assert step["command"] == "preview" and step["diff"] is True and step["comment-on-pr"] is True, job
+    previews = [(workflow, job, step) for workflow, job, step in pulumi_steps() if workflow == "preview.yml"]
+    assert previews
+    for _, job, step in previews:
+        assert step["command"] == "preview" and step["diff"] is True and step["comment-on-pr"] is True, job
 
 
 def test_every_policy_config_a_workflow_names_exists():

@@ -1,8 +1,17 @@
 """The slurm-platform guardrails, as importable rules (the pack's __main__ only wraps them)."""
 
-from . import operators, quota, safety, tenancy, volumes
+from . import chart_pins, credentials, data_protection, exposure, operator_shapes, quota, tenancy, volumes
 from .common import quantity
 
-ALL_POLICIES = [*volumes.POLICIES, *quota.POLICIES, *safety.POLICIES, *operators.POLICIES, *tenancy.POLICIES]
+ALL_POLICIES = [
+    *volumes.POLICIES,
+    *quota.POLICIES,
+    *exposure.POLICIES,
+    *data_protection.POLICIES,
+    *credentials.POLICIES,
+    *chart_pins.POLICIES,
+    *operator_shapes.POLICIES,
+    *tenancy.POLICIES,
+]
 
-__all__ = ["ALL_POLICIES", "operators", "quantity", "quota", "safety", "tenancy", "volumes"]
+__all__ = ["ALL_POLICIES", "chart_pins", "credentials", "data_protection", "exposure", "operator_shapes", "quantity", "quota", "tenancy", "volumes"]

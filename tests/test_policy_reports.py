@@ -242,7 +242,7 @@ def test_worker_fit_counts_one_worker_without_a_size():
 
 
 def test_source_range_annotation_adds_to_the_spec():
-    from slurm_policies.safety import source_ranges
+    from slurm_policies.exposure import source_ranges
 
     props = {
         "metadata": {"annotations": {"service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8, 192.168.0.0/16,"}},
@@ -352,7 +352,7 @@ def test_plain_secrets_follow_the_policy_config():
 def test_config_credentials_in_lists_short_values_and_raw_secret_data(monkeypatch):
     import json
 
-    from slurm_policies.safety import config_credentials
+    from slurm_policies.credentials import config_credentials
 
     stack = {
         "slurm-platform:operators": json.dumps({"x": {"values": {"users": [{"name": "a", "password": "Zq8-list-password"}]}}}),
