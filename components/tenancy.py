@@ -50,15 +50,13 @@ GUARANTEED_LEVELS = ("prod", "test")
 QOS_PRIORITY = {"prod": 100, "test": 10, "oppo": 0}
 # Kubernetes pod priorities in the same order; oppo below the default 0, like HiveD's -1.
 POD_PRIORITY = {"prod": 100000, "test": 10000, "oppo": -1}
-LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "tenants"}
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": cell_fit.TENANTS_COMPONENT}
 # Where the Job finds its script and client slurm.conf, and the auth key.
 SCRIPT_DIR = "/tenants"
 KEY_DIR = "/auth-key"
 SCRIPT = "sacctmgr.sh"
 # libmunge's default socket, shared with a munged sidecar through an emptyDir.
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
-# What the policy pack reads back (slurm-tenant-cells-fit).
-CELLS_KEY = "cells.json"
 # The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
 RESERVATION_PREFIX = "cells."
 # Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
@@ -335,7 +333,11 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{config.cluster.name}-tenants", "namespace": config.cluster.namespace, "labels": LABELS},
-        "data": {SCRIPT: sacctmgr_script(config, client), "slurm.conf": client_slurm_conf(config, client), CELLS_KEY: cells_document(config)},
+        "data": {
+            SCRIPT: sacctmgr_script(config, client),
+            "slurm.conf": client_slurm_conf(config, client),
+            cell_fit.CELLS_KEY: cells_document(config),
+        },
     }
 
 

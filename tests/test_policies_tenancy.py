@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from slurm_rules import cell_fit
+
 from components import tenancy
 from components.config import parse_config
 from components.slurm import operator_module
@@ -21,7 +23,7 @@ STACK = "staging-hanoi"  # soperator 4.1.7: NodeSets h100 (2 × 8 GPUs) and h200
 def cells_map(cells: Any) -> Any:
     return resource(
         CONFIG_MAP,
-        {"metadata": {"name": "fpt-hpc-tenants", "namespace": "fpt-hpc", "labels": tenancy.LABELS}, "data": {tenancy.CELLS_KEY: json.dumps(cells)}},
+        {"metadata": {"name": "fpt-hpc-tenants", "namespace": "fpt-hpc", "labels": tenancy.LABELS}, "data": {cell_fit.CELLS_KEY: json.dumps(cells)}},
     )
 
 
@@ -76,7 +78,7 @@ def test_no_tenants_config_map_nothing_to_judge():
 def test_the_mocked_stack_with_tenants_passes_and_over_committed_fails():
     run = run_stack(STACK, tenants=two_teams(STACK))
     resources = [as_policy_resource(r) for r in run.resources if r.custom]
-    assert [r for r in resources if r.resource_type == CONFIG_MAP and tenancy.CELLS_KEY in r.props.get("data", {})]
+    assert [r for r in resources if r.resource_type == CONFIG_MAP and cell_fit.CELLS_KEY in r.props.get("data", {})]
     assert check(POLICY, *resources) == []
     # The same stack with its h100 workers cut to one: team-a's whole node and team-b's halves no longer fit.
     cut = [as_policy_resource_with_replicas(r, 1) if r.name == "slurm-nodeset-h100" else r for r in resources]

@@ -17,9 +17,6 @@ from slurm_rules import cell_fit  # the same check as the stack config
 from .common import CONFIG_MAP, display, get, is_list, is_map, of_type, violation
 from .quota import worker_sets
 
-CELLS_KEY = "cells.json"
-TENANTS_COMPONENT = "tenants"
-
 
 def cell_requests(document: str) -> list[cell_fit.CellRequest]:
     """The ConfigMap's cells, or ValueError when it is not the list of cells we render."""
@@ -45,13 +42,15 @@ def validate_tenant_cells_fit(args: StackValidationArgs, report: ReportViolation
             capacity[pool] = (nodes + workers, min(gpus, int(shape.gpus)))
     for config_map in of_type(args.resources, CONFIG_MAP):
         props = config_map.props
-        if get(props, "metadata", "labels", "app.kubernetes.io/component") != TENANTS_COMPONENT or CELLS_KEY not in get(props, "data", default={}):
+        if get(props, "metadata", "labels", "app.kubernetes.io/component") != cell_fit.TENANTS_COMPONENT or cell_fit.CELLS_KEY not in get(
+            props, "data", default={}
+        ):
             continue
         where = f"ConfigMap {display(props)}"
         try:
-            requests = cell_requests(str(get(props, "data", CELLS_KEY)))
+            requests = cell_requests(str(get(props, "data", cell_fit.CELLS_KEY)))
         except ValueError as error:
-            report(violation(f"{where} has an unreadable {CELLS_KEY} ({error})", "render it from stack config tenants[]"), config_map.urn)
+            report(violation(f"{where} has an unreadable {cell_fit.CELLS_KEY} ({error})", "render it from stack config tenants[]"), config_map.urn)
             continue
         for shortfall in cell_fit.shortfalls(capacity, requests):
             nodes, gpus = capacity.get(shortfall.pool, (0, 0))

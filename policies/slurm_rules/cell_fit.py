@@ -19,6 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+# Where the program hands the cells to the policy pack: the tenants ConfigMap (labelled
+# app.kubernetes.io/component=TENANTS_COMPONENT) holds them as JSON under CELLS_KEY.
+CELLS_KEY = "cells.json"
+TENANTS_COMPONENT = "tenants"
+
 
 @dataclass(frozen=True)
 class CellRequest:
