@@ -6,11 +6,25 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field, model_validator
+from slurm_rules import kube_rules
 
 from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
+
+
+# What the rules across concerns ask of each Slurm operator (components/config/slurm_operators.py).
+NAME = "ACK"
+USES_JAIL = False  # its pods have their own root file systems
+# ACK's login is always a LoadBalancer, private (intranet) by default; the user's annotations override that.
+LOGIN_ALWAYS_LOAD_BALANCER = True
+DEFAULT_LOGIN_ANNOTATIONS = kube_rules.PRIVATE_LB_ANNOTATIONS["alibaba"]
+LOGIN_KEEPS_NODE_PORTS = False
+
+
+def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
+    return False  # per pool
 
 
 class AckSlurmOperatorConfig(ChartConfig):
@@ -83,6 +97,8 @@ class AckClusterConfig(Model):
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:
     """What ack-slurm-operator (components/slurm/ack.py) can render."""
+    if config.cloud != "alibaba":
+        yield Problem(("cloud",), "must be alibaba with slurmOperator ack (ACK's login is an Alibaba Cloud load balancer)", config.cloud)
     slurm = config.slurm
     if slurm.ack is None:
         yield Problem(("slurm", "ack"), "required when slurmOperator is ack (at least slurm.ack.image)")

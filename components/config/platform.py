@@ -13,6 +13,7 @@ from .fields import Model
 from .ldap import LdapConfig
 from .pools import NodePoolConfig, default_pools
 from .slurm import PartitionConfig, SlurmConfig
+from .slurm_operators import settings_of
 from .storage import StorageConfig
 from .tenants import TenantConfig
 
@@ -74,7 +75,7 @@ class PlatformConfig(Model):
     @property
     def uses_jail(self) -> bool:
         """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
-        return self.slurm_operator == "soperator"
+        return bool(settings_of(self).USES_JAIL)
 
     @property
     def jail_is_static(self) -> bool:

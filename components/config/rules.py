@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from . import ack, slinky, soperator
 from .charts import chart_problems
 from .fields import Problem, gib_text, plain_number, quantity_value
 from .platform import PlatformConfig
 from .pools import node_pool_problems
 from .slurm import login_problems, partition_problems
+from .slurm_operators import settings_of
 from .storage import storage_problems
 from .tenants import tenant_problems
 
@@ -18,14 +18,10 @@ from .tenants import tenant_problems
 # Rules across fields, each reported at the exact key path it is about.
 
 
-# Each Slurm operator's own rules, beside its settings: the one place the config picks by operator.
-OPERATOR_RULES = {"soperator": soperator.problems, "ack": ack.problems, "slinky": slinky.problems}
-
-
 def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from node_pool_problems(config)
     yield from chart_problems(config)
-    yield from OPERATOR_RULES[config.slurm_operator](config)
+    yield from settings_of(config).problems(config)
     yield from partition_problems(config)
     yield from storage_problems(config)
     yield from _scheduling_problems(config)
@@ -128,7 +124,7 @@ def _scheduling_problems(config: PlatformConfig) -> Iterator[Problem]:
     fitting = [pool for pool in with_gpus if quantity_value(pool.cpu_per_node) >= cpu and quantity_value(pool.memory_per_node) >= memory]
     capacity = sum(pool.node_count for pool in fitting)
     # Only soperator 1.14.10 sizes workers with slurm.worker.size; the others size them per pool.
-    workers_in_cr = config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10"
+    workers_in_cr = settings_of(config).workers_sized_by_worker_size(config)
     if fitting and workers_in_cr and worker.size > capacity:
         pools = ", ".join(f"{pool.name}: {pool.node_count}" for pool in fitting)
         yield Problem(

@@ -13,6 +13,18 @@ if TYPE_CHECKING:
     from .platform import PlatformConfig
 
 
+# What the rules across concerns ask of each Slurm operator (components/config/slurm_operators.py).
+NAME = "slinky"
+USES_JAIL = False  # its pods have their own root file systems
+LOGIN_ALWAYS_LOAD_BALANCER = False
+DEFAULT_LOGIN_ANNOTATIONS: dict[str, str] = {}
+LOGIN_KEEPS_NODE_PORTS = False
+
+
+def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
+    return False  # per pool
+
+
 class SlinkyOperatorConfig(ChartConfig):
     """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
 

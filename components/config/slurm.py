@@ -33,6 +33,7 @@ from .fields import (
     pod_resources,
 )
 from .slinky import SlinkyClusterConfig
+from .slurm_operators import settings_of
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -219,8 +220,9 @@ def login_lb_annotations(config: PlatformConfig) -> Optional[dict[str, str]]:
 
     ACK's login is always a LoadBalancer, private by default; the user's annotations override that default."""
     login = config.slurm.login
-    if config.slurm_operator == "ack":
-        return {**kube_rules.PRIVATE_LB_ANNOTATIONS["alibaba"], **login.service_annotations}
+    operator = settings_of(config)
+    if operator.LOGIN_ALWAYS_LOAD_BALANCER:
+        return {**operator.DEFAULT_LOGIN_ANNOTATIONS, **login.service_annotations}
     if login.allowed_source_ranges or login.service_type == "LoadBalancer":
         return dict(login.service_annotations)
     return None
@@ -244,8 +246,6 @@ def login_problems(config: PlatformConfig) -> Iterator[Problem]:
             "slurm.login.allowBroadSourceRanges: true if that many addresses are meant",
             ranges,
         )
-    if config.slurm_operator == "ack" and config.cloud != "alibaba":
-        yield Problem(("cloud",), "must be alibaba with slurmOperator ack (ACK's login is an Alibaba Cloud load balancer)", config.cloud)
     if login.load_balancer_ip and login.service_type != "LoadBalancer":
         yield Problem(
             (*path, "loadBalancerIp"),
@@ -258,22 +258,23 @@ def login_problems(config: PlatformConfig) -> Iterator[Problem]:
     if config.environment != "prod" or annotations is None:
         return
     example = kube_rules.private_lb_example(config.cloud)
+    operator = settings_of(config)
     if not ranges and kube_rules.private_lb_annotation(annotations, config.cloud) is None:
-        what = "ACK's login is always a LoadBalancer (serviceAnnotations override its intranet default), and a production one"
+        always = operator.LOGIN_ALWAYS_LOAD_BALANCER
+        what = f"{operator.NAME}'s login is always a LoadBalancer (serviceAnnotations override its intranet default), and a production one"
         yield Problem(
-            (*path, "allowedSourceRanges" if config.slurm_operator == "ack" else "serviceType"),
-            f"{what if config.slurm_operator == 'ack' else 'a production LoadBalancer'} needs allowedSourceRanges "
+            (*path, "allowedSourceRanges" if always else "serviceType"),
+            f"{what if always else 'a production LoadBalancer'} needs allowedSourceRanges "
             f"or {config.cloud}'s private-LB annotation in serviceAnnotations ({example})",
-            ranges if config.slurm_operator == "ack" else login.service_type,
+            ranges if always else login.service_type,
         )
     if login.node_ports_firewalled:
         return
-    if config.slurm_operator == "soperator":
-        # soperator's own login Service is NodePort or LoadBalancer, always with node ports (no field closes them).
+    if operator.LOGIN_KEEPS_NODE_PORTS:
         why = (
-            f"soperator keeps its login Service on NodePort {login.node_port} beside the restricted LoadBalancer"
+            f"{operator.NAME} keeps its login Service on NodePort {login.node_port} beside the restricted LoadBalancer"
             if ranges
-            else "soperator's login LoadBalancer keeps node ports (its CRD cannot turn them off)"
+            else f"{operator.NAME}'s login LoadBalancer keeps node ports (its CRD cannot turn them off)"
         )
         closable = ""
     elif not kube_rules.pod_backends(annotations, config.cloud):

@@ -13,6 +13,20 @@ if TYPE_CHECKING:
     from .platform import PlatformConfig
 
 
+# What the rules across concerns ask of each Slurm operator (components/config/slurm_operators.py).
+NAME = "soperator"
+USES_JAIL = True  # jail-pvc and controller-spool-pvc are soperator's
+LOGIN_ALWAYS_LOAD_BALANCER = False
+DEFAULT_LOGIN_ANNOTATIONS: dict[str, str] = {}
+# Its own login Service is NodePort or LoadBalancer, always with node ports (no field closes them).
+LOGIN_KEEPS_NODE_PORTS = True
+
+
+def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
+    """1.14.10 sizes its one worker group with slurm.worker.size; 4.1.7 sizes them per pool."""
+    return config.operators.soperator.version == "1.14.10"
+
+
 class SoperatorConfig(ChartConfig):
     namespace: DnsLabel = "soperator-system"
     version: Literal["1.14.10", "4.1.7"] = Field(
@@ -28,6 +42,13 @@ def problems(config: PlatformConfig) -> Iterator[Problem]:
     version = config.operators.soperator.version
     if version == "4.1.7" and slurm.controller.size != 1:
         yield Problem(("slurm", "controller", "size"), "must be 1 with soperator 4.1.7 (it runs a single slurmctld)", slurm.controller.size)
+    if version == "1.14.10" and config.tenants:
+        yield Problem(
+            ("tenants",),
+            "soperator 1.14.10 cannot carry partitions or preemption settings; set operators.soperator.version: 4.1.7, "
+            "or slurmOperator: ack or slinky",
+            [t.name for t in config.tenants],
+        )
     if version == "1.14.10":
         if "partitions" in slurm.model_fields_set:
             yield Problem(

@@ -139,13 +139,6 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
         if config.operators.kueue.enabled:
             yield Problem(("operators", "kueue", "enabled"), "needs tenants: Kueue's queues are the tenants' (tenants[].kueueCells)", True)
         return
-    if config.slurm_operator == "soperator" and config.operators.soperator.version == "1.14.10":
-        yield Problem(
-            ("tenants",),
-            "soperator 1.14.10 cannot carry partitions or preemption settings; set operators.soperator.version: 4.1.7, "
-            "or slurmOperator: ack or slinky",
-            [t.name for t in tenants],
-        )
     if not config.slurm.accounting.enabled:
         yield Problem(
             ("slurm", "accounting", "enabled"),
