@@ -125,11 +125,21 @@ def test_sigint_mid_up_stops_cleanly_and_the_next_up_converges(ws, cluster):
 
 
 def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: int) -> tuple[int, str]:
+    """The signal goes the moment the CLI reports creating the first new claim (its own output, read
+    as it comes: polling the API server could see the claim only after a fast up had finished)."""
     up = start_up(ws, prefix)
+    assert up.stdout is not None
+    seen = []
     try:
-        wait_until("the up to create its first new claim", lambda: claim_exists(cluster, prefix), timeout=300)
-        up.send_signal(signum)
-        return finish(up)
+        for line in up.stdout:
+            seen.append(line)
+            if f"jail-submount-{prefix}-0" in line and "creating" in line:
+                up.send_signal(signum)
+                break
+        else:
+            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
+        code, rest = finish(up)
+        return code, "".join(seen) + rest
     finally:
         if up.poll() is None:
             up.kill()
