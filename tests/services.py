@@ -480,8 +480,9 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
 
 
 def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> tuple[str, str]:
-    """The operator's own lines (its preempt settings, NodeSets, structured partitions), then
-    `include custom_slurm.conf` holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
+    """The operator's own lines (its preempt settings, a `NodeSet=<name> Nodes=...` per NodeSet, structured
+    partitions; each node with its NodeSet's `nodeConfig.features`), then `include custom_slurm.conf`
+    holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
     from components.slurm import manifest_of, operator_module
 
     spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
@@ -491,7 +492,7 @@ def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[
         "GresTypes=gpu",
         "PreemptMode=REQUEUE",
         "PreemptType=preempt/partition_prio",
-        *(f"NodeSet={p} Feature={p}" for p in pools),
+        *(f"NodeSet={p} Nodes={','.join(n for n, (pool, _) in nodes.items() if pool == p)}" for p in pools),
         *partitions,
         "include custom_slurm.conf",
     ]

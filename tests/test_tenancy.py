@@ -407,6 +407,10 @@ def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_featur
     ]
     partition = tenancy.reservation_partition(config, pool)
     assert partition and {(r.feature, r.partition) for r in found} == {(feature[operator], partition)}
+    if operator == "soperator 4.1.7":
+        # soperator puts a NodeSet's nodeConfig.features on its Slurm nodes: the pool's NodeSet declares the feature.
+        nodeset = next(m for m in manifest_of(operator_module(config).render(config), "NodeSet") if m["metadata"]["name"] == pool.name)
+        assert nodeset["spec"]["nodeConfig"] == {"features": [feature[operator]]}
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
     for r in found:
         assert (

@@ -214,6 +214,8 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
         "priorityClass": system_priority_class_name(config),
         "nodeSelector": dict(pool.selector),
         "gpu": {"enabled": True},
+        # The pool's Slurm node feature: the tenants' reservations pick their nodes by it (and `sbatch -C <pool>` works).
+        "nodeConfig": {"features": [pool_feature(config, pool)]},
         "slurmd": {
             "image": {"repository": image_repository(config, "slurmd"), "tag": image_tag(config)},
             "port": 6818,
@@ -361,5 +363,5 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 
 
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
-    """A NodeSet's workers register with its name as their feature (the operator's `NodeSet=<name> Feature=<name>`)."""
+    """The feature each NodeSet declares for its Slurm nodes (`nodeConfig.features`): the pool's name."""
     return nodeset_name(pool)
