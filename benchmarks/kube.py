@@ -7,11 +7,14 @@ more CPU pools whose kwok nodes the program labels): the `pulumi up` that
 creates everything, then a no-change preview, and the cost per resource of
 each. Each size runs on its own fresh control plane.
 
-    .venv/bin/python benchmarks/kube.py     # or: make benchmark
+    .venv/bin/python benchmarks/kube.py [--parallel N] [--sizes reference,medium,large]
+
+`--parallel` is what `make up` passes (the Makefile's PARALLEL, 64); 0 leaves the CLI's default.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -48,7 +51,7 @@ def timed(ws: Workspace, *args: str, stack: str) -> float:
     return time.perf_counter() - start
 
 
-def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: int) -> None:
+def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: int, parallel: int) -> None:
     cluster = LocalCluster(root / "kube")
     cluster.run_dir.mkdir(parents=True)
     try:
@@ -57,10 +60,10 @@ def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: 
         stack = scaled_stack(ws, label, submounts, labelled_cpu_pools(pools, nodes_per_pool), base=KWOK_STACK) if label != "reference" else KWOK_STACK
         cluster.add_nodes(ws.project / f"Pulumi.{stack}.yaml")
         count = len(ws.preview_steps(stack=stack))
-        up = timed(ws, "up", "--yes", "--skip-preview", stack=stack)
+        up = timed(ws, "up", "--yes", "--skip-preview", *(["--parallel", str(parallel)] if parallel else []), stack=stack)
         preview = timed(ws, "preview", "--expect-no-changes", stack=stack)
         print(
-            f"{label:<9} resources={count:>4} up={up:7.2f} s ({up / count * 1000:6.1f} ms/resource) "
+            f"{label:<9} parallel={parallel or 'default':<7} resources={count:>4} up={up:7.2f} s ({up / count * 1000:6.1f} ms/resource) "
             f"no-change preview={preview:6.2f} s ({preview / count * 1000:6.1f} ms/resource)",
             flush=True,
         )
@@ -69,9 +72,15 @@ def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parallel", type=int, default=64)
+    parser.add_argument("--sizes", default=",".join(label for label, *_ in SIZES))
+    args = parser.parse_args()
+    chosen = args.sizes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         for label, submounts, pools, nodes_per_pool in SIZES:
-            measure(Path(tmp) / label, label, submounts, pools, nodes_per_pool)
+            if label in chosen:
+                measure(Path(tmp) / label, label, submounts, pools, nodes_per_pool, args.parallel)
 
 
 if __name__ == "__main__":

@@ -288,7 +288,8 @@ def ldap_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": SERVICE_NAME, "namespace": namespace, "labels": APP_LABELS},
+        # Nothing reads its endpoints (clients resolve its name; the StatefulSet stays awaited): no 10 s settle.
+        "metadata": {"name": SERVICE_NAME, "namespace": namespace, "labels": APP_LABELS, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {"type": "ClusterIP", "selector": APP_LABELS, "ports": ports},
     }
 
@@ -386,7 +387,7 @@ def tls_ca(name: str, ldap: LdapConfig, namespace: str, opts: pulumi.ResourceOpt
 
 def _meta(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
     meta = manifest["metadata"]
-    return k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"], labels=meta["labels"])
+    return k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"], labels=meta["labels"], annotations=meta.get("annotations"))
 
 
 class LdapDirectory(pulumi.ComponentResource):

@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from . import child_opts, warn
 from .config import PlatformConfig
-from .declare import declare, secret_fields
+from .declare import BUILTIN_KINDS, declare, secret_fields
 from .munge import generated_key, secret_data
 from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
 from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
@@ -102,7 +102,10 @@ class SlurmCluster(pulumi.ComponentResource):
         the component reports, with its live status readable.
 
         Built from `slurm` config: secret when that key is (secret_fields)."""
-        awaits = WAIT_FOR_ANNOTATION in (rendered.manifest["metadata"].get("annotations") or {})
+        # A custom resource the provider awaits reports its status to us; a built-in kind (a login
+        # Service waiting for its address) keeps its typed resource, and the provider awaits it the same way.
+        custom = (rendered.manifest["apiVersion"], rendered.manifest["kind"]) not in BUILTIN_KINDS
+        awaits = custom and WAIT_FOR_ANNOTATION in (rendered.manifest["metadata"].get("annotations") or {})
         manifest = secret_fields(config, rendered.manifest)
         extra: dict[str, Any] = {}
         if rendered.ignore_changes:

@@ -37,6 +37,7 @@ from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, Rendered
 from .common import (
     SSHD_PORT,
+    awaits_address,
     container_resources,
     gpu_resources,
     ldap_ca_files,
@@ -361,7 +362,7 @@ def login_service(config: PlatformConfig) -> dict[str, Any]:
             "name": names(config)["login"],
             "namespace": config.cluster.namespace,
             "labels": labels,
-            "annotations": login_lb_annotations(config),
+            "annotations": {**(login_lb_annotations(config) or {}), **awaits_address(config)},
         },
         "spec": spec,
     }

@@ -60,6 +60,12 @@ def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 
 
+def awaits_address(config: PlatformConfig) -> dict[str, str]:
+    """A login LoadBalancer is ready when the cloud gives it an address: wait for that (a watch),
+    not for the provider's default Service await (endpoints, then a 10 s settle). None without a cluster."""
+    return {} if config.render_only else {WAIT_FOR_ANNOTATION: "jsonpath={.status.loadBalancer.ingress}"}
+
+
 def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
     """soperator's conditions that do not hold, in its own words: `Type=Status: message`."""
     return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]

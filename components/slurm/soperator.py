@@ -15,7 +15,7 @@ from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient
-from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions
+from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
 ImageOf = Callable[[PlatformConfig, str], str]
@@ -165,7 +165,7 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
         "metadata": {
             "name": login_service_name(config),
             "namespace": config.cluster.namespace,
-            "annotations": dict(login.service_annotations),
+            "annotations": {**login.service_annotations, **awaits_address(config)},
         },
         "spec": {
             "type": "LoadBalancer",
