@@ -33,9 +33,6 @@ def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
 
 def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
     """Declare every component; return the stack outputs."""
-    # What this stack exported last time: the baseline of the preview-time warnings. Read first, before the
-    # engine writes this run's first checkpoint: a read racing that write once found an empty file.
-    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     provider = provider or kubernetes_provider(config)
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     namespace = config.cluster.namespace
@@ -52,10 +49,10 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         )
     in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
 
-    # The critical path first (claims wait to bind, charts to install); the node label patches last.
-    storage = Storage("storage", config, opts=in_namespace)
+    pools = NodePools("node-pools", config.node_pools, opts=opts)
     # Operators may share the cluster's namespace; they never declare it themselves.
     operators = Operators("operators", config, opts=in_namespace)
+    storage = Storage("storage", config, opts=in_namespace)
     slurm_operator = operator_module(config)
     munge = (
         MungeKey(
@@ -94,7 +91,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.operators.kueue.enabled
         else None
     )
-    pools = NodePools("node-pools", config.node_pools, opts=opts)
+    # What this stack exported last time: the baseline of the preview-time warnings.
+    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
         warn_about_removed_workers(config, previous.get_output("workerNodes"))
     previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
