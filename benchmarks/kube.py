@@ -5,7 +5,8 @@ For the reference `kwok` stack and for stacks of about 100 and 400 resources
 (more jail submounts, each a claim kwok provisions and the binder binds, and
 more CPU pools whose kwok nodes the program labels): the `pulumi up` that
 creates everything, then a no-change preview, and the cost per resource of
-each. Each size runs on its own fresh control plane.
+each, and the CPU per resource the up costs (the CLI, its plugins and the program). Each size
+runs on its own fresh control plane.
 
     .venv/bin/python benchmarks/kube.py [--parallel N] [--sizes reference,medium,large]
 
@@ -15,6 +16,7 @@ each. Each size runs on its own fresh control plane.
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -45,10 +47,12 @@ def labelled_cpu_pools(count: int, nodes_per_pool: int) -> list[dict]:
     ]
 
 
-def timed(ws: Workspace, *args: str, stack: str) -> float:
-    start = time.perf_counter()
+def timed(ws: Workspace, *args: str, stack: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the CLI and every process it waited for: plugins, the program)."""
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     ws.pulumi(*args, stack=stack)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: int, parallel: int) -> None:
@@ -60,10 +64,11 @@ def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: 
         stack = scaled_stack(ws, label, submounts, labelled_cpu_pools(pools, nodes_per_pool), base=KWOK_STACK) if label != "reference" else KWOK_STACK
         cluster.add_nodes(ws.project / f"Pulumi.{stack}.yaml")
         count = len(ws.preview_steps(stack=stack))
-        up = timed(ws, "up", "--yes", "--skip-preview", *(["--parallel", str(parallel)] if parallel else []), stack=stack)
-        preview = timed(ws, "preview", "--expect-no-changes", stack=stack)
+        up, up_cpu = timed(ws, "up", "--yes", "--skip-preview", *(["--parallel", str(parallel)] if parallel else []), stack=stack)
+        preview, _ = timed(ws, "preview", "--expect-no-changes", stack=stack)
         print(
-            f"{label:<9} parallel={parallel or 'default':<7} resources={count:>4} up={up:7.2f} s ({up / count * 1000:6.1f} ms/resource) "
+            f"{label:<9} parallel={parallel or 'default':<7} resources={count:>4} up={up:7.2f} s ({up / count * 1000:6.1f} ms/resource, "
+            f"CPU {up_cpu / count * 1000:6.1f} ms/resource) "
             f"no-change preview={preview:6.2f} s ({preview / count * 1000:6.1f} ms/resource)",
             flush=True,
         )
