@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pulumi
-import yaml
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
+from components.config import PROJECT
+from tools.policy_configs import raw_stack_config, stacks
+
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = "slurm-platform"
 
 
 @dataclass
@@ -205,10 +206,8 @@ def run_under_mocks(
 
 
 def stack_config(stack: str) -> dict[str, Any]:
-    """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
-    document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
+    return raw_stack_config(ROOT, stack)
 
 
 def example_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
+    return stacks(ROOT)

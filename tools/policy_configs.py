@@ -55,15 +55,15 @@ def policy_config(settings: dict[str, Any], config: PlatformConfig) -> dict[str,
     return document
 
 
-def stack_config(root: Path, stack: str) -> PlatformConfig:
+def raw_stack_config(root: Path, stack: str) -> dict[str, Any]:
+    """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
     document = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
-    raw = {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
-    return parse_config(raw)
+    return {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
 
 
 def render(root: Path, stack: str) -> str:
     settings = json.loads((root / SETTINGS_DIR / f"{stack}.json").read_text())
-    return json.dumps(policy_config(settings, stack_config(root, stack)), indent=2) + "\n"
+    return json.dumps(policy_config(settings, parse_config(raw_stack_config(root, stack))), indent=2) + "\n"
 
 
 def stacks(root: Path) -> list[str]:

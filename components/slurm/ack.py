@@ -50,7 +50,6 @@ from .common import (
     service_account_rbac,
     ssh_command_for,
     ssh_endpoint,
-    ssh_service_names,
     submount_volumes,
     system_placement,
     system_priority,
@@ -588,7 +587,7 @@ def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] =
 
 
 def service_names(config: PlatformConfig) -> dict[str, str]:
-    return ssh_service_names(config, login_service_name(config))
+    return {"ssh": login_service_name(config)}
 
 
 live_login_service = no_live_login

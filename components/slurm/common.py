@@ -186,11 +186,6 @@ def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, 
     return f"ssh {user}@$(kubectl get svc {service_name} -n {config.cluster.namespace} -o jsonpath='{{.status.loadBalancer.ingress[0].ip}}')"
 
 
-def ssh_service_names(config: PlatformConfig, login_service: str) -> dict[str, str]:
-    """The Services a module names as outputs where the operator names the rest itself: the one users SSH through."""
-    return {"ssh": login_service}
-
-
 def no_live_login(config: PlatformConfig) -> None:
     """The login address is known from config: no Service is read back."""
     return None

@@ -15,7 +15,7 @@ from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient
-from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fields, resources, ssh_command_for, ssh_endpoint, unmet_conditions
+from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fields, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
 ImageOf = Callable[[PlatformConfig, str], str]
@@ -190,21 +190,6 @@ def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) 
         + (f"; {'; '.join(failing)}" if failing else "")
         + f". Inspect: kubectl -n {config.cluster.namespace} get slurmcluster {config.cluster.name} -o yaml"
     )
-
-
-def static_login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
-    """As far as config knows it (soperator 4.1.7, which reads no Service back)."""
-    return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
-
-
-def static_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
-    return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
-
-
-def uses_node_port(config: PlatformConfig) -> bool:
-    """Users reach soperator's own NodePort Service (no restricted LoadBalancer of ours)."""
-    login = config.slurm.login
-    return login.service_type == "NodePort" and not login.allowed_source_ranges
 
 
 def operator_values(config: PlatformConfig) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..charts import ChartRelease
-from ..config import NodePoolConfig, PlatformConfig, PodResources
+from ..config import NodePoolConfig, PlatformConfig
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_SOURCE
 from . import AccountingClient, KeySecret, Rendered, soperator
@@ -85,26 +85,6 @@ def populate_jail(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def munge_container(config: PlatformConfig, pod: PodResources) -> dict[str, Any]:
-    return soperator.munge_container(config, image, pod)
-
-
-def accounting_node(config: PlatformConfig) -> dict[str, Any]:
-    return soperator.accounting_node(config, image)
-
-
-def controller_node(config: PlatformConfig) -> dict[str, Any]:
-    return soperator.controller_node(config, image)
-
-
-def login_node(config: PlatformConfig) -> dict[str, Any]:
-    return soperator.login_node(config, image)
-
-
-def exporter_node(config: PlatformConfig) -> dict[str, Any]:
-    return soperator.exporter_node(config, image)
-
-
 def worker_node(config: PlatformConfig) -> dict[str, Any]:
     worker = config.slurm.worker
     slurmd = {**resources(worker.slurmd), "nvidia.com/gpu": str(worker.slurmd.gpu)}
@@ -116,7 +96,7 @@ def worker_node(config: PlatformConfig) -> dict[str, Any]:
         "k8sNodeFilterName": GPU_FILTER,
         "cgroupVersion": worker.cgroup_version,
         "slurmd": {"image": image(config, "slurmd"), "port": 6818, "resources": slurmd},
-        "munge": munge_container(config, worker.munge),
+        "munge": soperator.munge_container(config, image, worker.munge),
         "volumes": {
             "spool": {
                 "volumeClaimTemplateSpec": {
@@ -153,11 +133,11 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             "populateJail": populate_jail(config),
             "secrets": {"sshdKeysName": f"{config.cluster.name}-sshd-keys"},
             "slurmNodes": {
-                "accounting": accounting_node(config),
-                "controller": controller_node(config),
+                "accounting": soperator.accounting_node(config, image),
+                "controller": soperator.controller_node(config, image),
                 "worker": worker_node(config),
-                "login": login_node(config),
-                "exporter": exporter_node(config),
+                "login": soperator.login_node(config, image),
+                "exporter": soperator.exporter_node(config, image),
             },
         },
     }

@@ -28,7 +28,8 @@ from .common import (
     pool_tolerations,
     resources,
     service_account_rbac,
-    ssh_service_names,
+    ssh_command_for,
+    ssh_endpoint,
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
@@ -345,13 +346,26 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 
 
 login_service_name = soperator.login_service_name
-login_endpoint = soperator.static_login_endpoint
-ssh_command = soperator.static_ssh_command
 not_ready_message = soperator.not_ready_message
 
 
+def uses_node_port(config: PlatformConfig) -> bool:
+    """Users reach soperator's own NodePort Service (no restricted LoadBalancer of ours)."""
+    login = config.slurm.login
+    return login.service_type == "NodePort" and not login.allowed_source_ranges
+
+
+def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """As far as config knows it: 4.1.7 reads no Service back."""
+    return ssh_endpoint(config, login_service_name(config), node_port=uses_node_port(config))
+
+
+def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
+
+
 def service_names(config: PlatformConfig) -> dict[str, str]:
-    return ssh_service_names(config, login_service_name(config))
+    return {"ssh": login_service_name(config)}
 
 
 live_login_service = no_live_login
