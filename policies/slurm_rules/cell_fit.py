@@ -99,23 +99,24 @@ def owned_nodes(nodes: int, gpus_per_node: int, requests: Sequence[CellRequest])
     cells fill alone is that tenant's."""
     owned: dict[str, int] = {}
     small: dict[str, Counter[int]] = {}
+    totals: Counter[int] = Counter()
     for request in requests:
         owned.setdefault(request.tenant, 0)
+        totals[request.gpus_per_cell] += request.cells
         if request.gpus_per_cell >= gpus_per_node:
             owned[request.tenant] += request.gpus_per_cell // gpus_per_node * request.cells
         else:
             small.setdefault(request.tenant, Counter())[request.gpus_per_cell] += request.cells
-    totals: Counter[int] = Counter()
-    for request in requests:
-        totals[request.gpus_per_cell] += request.cells
-    if placement(nodes, gpus_per_node, totals) is None:
+    layout = placement(nodes, gpus_per_node, totals)
+    if layout is None:
         return {}
     free = nodes - sum(owned.values())
     apart = {tenant: _pack(free, gpus_per_node, counts) for tenant, counts in small.items()}
     if all(bins is not None for bins in apart.values()) and sum(len(bins or []) for bins in apart.values()) <= free:
         return {tenant: count + len(apart.get(tenant) or []) for tenant, count in owned.items()}
     left = {tenant: Counter(counts) for tenant, counts in small.items()}
-    for node in _pack(free, gpus_per_node, sum(small.values(), Counter())) or []:
+    # The pool-wide placement's nodes of smaller cells (its whole-node cells are counted above).
+    for node in (node for node in layout if node and max(node) < gpus_per_node):
         cells = Counter(node)
         owner = next((tenant for tenant, counts in left.items() if not cells - counts), None)
         if owner is not None:
