@@ -90,13 +90,13 @@ class LocalCluster:
         self.kubectl("delete", "configmap", probe, "-n", "default", "--ignore-not-found", check=False)
         return created.returncode == 0
 
-    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         result = subprocess.run(
             [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), "--request-timeout=20s", *args],
             capture_output=True,
             text=True,
             input=stdin,
-            timeout=60,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
