@@ -20,6 +20,9 @@ from .storage import Storage
 from .tenancy import Tenants
 
 
+CLIENT_QPS, CLIENT_BURST = 200, 400
+
+
 def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
     kube = config.kubernetes
     return k8s.Provider(
@@ -28,6 +31,11 @@ def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
         render_yaml_to_directory=kube.render_yaml_to_directory,
         # Server-side apply keeps fields other controllers own (e.g. operator status).
         enable_server_side_apply=True,
+        # The provider's client allows 50 requests/s (burst 120) by default, shared by every
+        # create and by the awaits that poll (a claim is polled every 0.5 s until Bound). At
+        # 300 resources that throttle added 6 s of the 21.7 s an up takes without checkpoints
+        # (issue 21). API priority and fairness protects the server, as it does from kubectl.
+        kube_client_settings=k8s.KubeClientSettingsArgs(qps=CLIENT_QPS, burst=CLIENT_BURST),
     )
 
 

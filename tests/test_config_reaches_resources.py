@@ -241,6 +241,10 @@ def test_the_kubernetes_provider_follows_config():
     raw = stack_config("prod-hanoi")
     (provider,) = run_under_mocks(lambda: build_platform(parse_config(raw)), raw).of_type("pulumi:providers:kubernetes")
     assert provider.inputs["context"] == "fke-prod-hanoi" and "renderYamlToDirectory" not in provider.inputs
+    # Not the provider's 50 requests/s, which throttled the claims' awaits (issue 21).
+    settings = provider.inputs["kubeClientSettings"]
+    settings = json.loads(settings) if isinstance(settings, str) else settings
+    assert (settings["qps"], settings["burst"]) == (200, 400)
 
 
 # One stack per operator (and ACK API generation): a `--secret slurm` key keeps every object built from it secret.
