@@ -19,6 +19,7 @@ import yaml
 from tests.harness import ROOT
 
 PASSPHRASE = "local-throwaway-passphrase"  # the documented passphrase of the local stack only
+FILE_BACKEND_QUERY = "metadata=skip"  # no fileblob sidecars: see the Makefile's LOCAL_ENV
 PROJECT_FILES = ["Pulumi.yaml", "Pulumi.local.yaml", "Pulumi.kwok.yaml", "__main__.py", "components", "policies"]
 
 
@@ -49,7 +50,8 @@ class Workspace:
         self.state = root / "state"
         self.env = {
             **toolchain_env(),
-            "PULUMI_BACKEND_URL": f"file://{self.state}",
+            # As the Makefile's LOCAL_ENV, which says why.
+            "PULUMI_BACKEND_URL": f"file://{self.state}?{FILE_BACKEND_QUERY}",
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "NO_COLOR": "1",

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
-from tests.engine import ToolchainError, Workspace, new_workspace
+from tests.engine import FILE_BACKEND_QUERY, ToolchainError, Workspace, new_workspace
+from tests.harness import ROOT
 
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
 RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
@@ -82,6 +83,17 @@ def test_up_renders_valid_manifests(ws):
 
 def test_second_preview_finds_nothing_to_do(ws):
     ws.pulumi("preview", "--expect-no-changes")
+
+
+def test_the_file_backend_writes_no_sidecar_a_stack_reference_could_read_half_written(ws):
+    """The program reads its own outputs while the engine saves checkpoints. The state file is
+    replaced atomically, but fileblob's `.attrs` sidecar is rewritten in place on every save: with
+    metadata=skip (the Makefile's backend, and the tests') there is none to read."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"PULUMI_BACKEND_URL='file://$(CURDIR)/.pulumi-state?{FILE_BACKEND_QUERY}'" in makefile
+    state_files = [path.name for path in ws.state.rglob("*") if path.is_file()]
+    assert "local.json" in state_files, state_files
+    assert [name for name in state_files if name.endswith(".attrs")] == []
 
 
 def plaintext(value):
