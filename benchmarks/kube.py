@@ -187,7 +187,8 @@ def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: 
         count = len(ws.preview_steps(stack=stack))
         up, up_cpu = timed(ws, "up", "--yes", "--skip-preview", *parallel_args, stack=stack)
         preview, _ = timed(ws, "preview", "--expect-no-changes", stack=stack)
-        objects = deployed_objects(json.loads(ws.pulumi("stack", "export", "--show-secrets", stack=stack).stdout))
+        export = ws.pulumi("stack", "export", "--show-secrets", stack=stack).stdout
+        objects = deployed_objects(json.loads(export))
     finally:
         cluster.stop()
     floor_cluster = fresh_cluster(root / "floor")
@@ -199,7 +200,7 @@ def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: 
     print(
         f"{label:<9} parallel={parallel or 'default':<7} GOGC={os.environ.get('GOGC', '100')} resources={count:>4} objects={len(objects):>4} "
         f"up={up:6.2f} s floor={floor:6.2f} s up/floor={up / floor:4.2f} "
-        f"CPU {up_cpu / count * 1000:6.1f} ms/resource; no-change preview={preview:6.2f} s ({preview / count * 1000:5.1f} ms/resource)",
+        f"CPU {up_cpu / count * 1000:6.1f} ms/resource, state {len(export) / 1e6:4.1f} MB; no-change preview={preview:6.2f} s ({preview / count * 1000:5.1f} ms/resource)",
         flush=True,
     )
     if skip_checkpoints:
