@@ -120,4 +120,4 @@ benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PYTHON) benchmarks/tenant_cells.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
-	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL)
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints

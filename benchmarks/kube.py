@@ -41,11 +41,12 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.engine import scaled_stack  # noqa: E402
+from components.slurm.common import WAIT_FOR_ANNOTATION  # noqa: E402
 from tests.engine import Workspace  # noqa: E402
 from tests.kube import KWOK_STACK, LocalCluster, kwok_workspace, wait_until  # noqa: E402
 
 FLOOR_REQUESTS_AT_ONCE = 8
-WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"  # marks a secret value in Pulumi's state
 # What the provider awaits for a kind with no `pulumi.com/waitFor` (kubectl wait's --for).
 AWAITED = {
     "PersistentVolumeClaim": "jsonpath={.status.phase}=Bound",
@@ -83,7 +84,7 @@ def timed(ws: Workspace, *args: str, stack: str) -> tuple[float, float]:
 def plain(value: Any) -> Any:
     """A `stack export --show-secrets` value without Pulumi's secret envelopes."""
     if isinstance(value, dict):
-        if "plaintext" in value and len(value) == 2:
+        if SECRET_SIGNATURE in value:
             return plain(json.loads(value["plaintext"]))
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, list):

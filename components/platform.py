@@ -19,7 +19,6 @@ from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 from .tenancy import Tenants
 
-
 CLIENT_QPS, CLIENT_BURST = 200, 400
 
 
