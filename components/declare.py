@@ -1,5 +1,6 @@
 """Rendered manifests as Pulumi resources: every component that declares what a pure
-builder renders (the Slurm operators' objects, the tenants', Kueue's) goes through here."""
+builder renders (the Slurm operators' objects, the tenants', Kueue's, the NIC cluster
+policy, Karpenter's NodePools) goes through here."""
 
 from __future__ import annotations
 

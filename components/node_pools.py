@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 
 from . import child_opts
 from .config import NodePoolConfig, quantity_value
+from .declare import declare
 
 GPU_FILTER = "gpu"
 NO_GPU_FILTER = "no-gpu"
@@ -117,13 +118,5 @@ class NodePools(pulumi.ComponentResource):
                     opts=child,
                 )
             if pool.karpenter is not None:
-                manifest = karpenter_node_pool(pool)
-                k8s.apiextensions.CustomResource(
-                    f"{name}-{pool.name}-karpenter",
-                    api_version=manifest["apiVersion"],
-                    kind=manifest["kind"],
-                    metadata=manifest["metadata"],
-                    spec=manifest["spec"],
-                    opts=child,
-                )
+                declare(f"{name}-{pool.name}-karpenter", karpenter_node_pool(pool), child)
         self.register_outputs({"nodeFilters": self.node_filters, "capacity": self.capacity})

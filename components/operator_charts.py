@@ -32,6 +32,7 @@ from .charts import (
     uses_mariadb_operator,
 )
 from .config import NodePoolConfig, PlatformConfig
+from .declare import declare
 from .slurm import operator_module
 
 # startupapicheck is a post-install hook (see HELM_HOOKS).
@@ -206,14 +207,7 @@ class Operators(pulumi.ComponentResource):
         policy = nic_cluster_policy(config)
         if policy is not None:
             network_chart = self.charts.get(NETWORK_OPERATOR)
-            k8s.apiextensions.CustomResource(
-                f"{name}-nic-cluster-policy",
-                api_version=policy["apiVersion"],
-                kind=policy["kind"],
-                metadata=policy["metadata"],
-                spec=policy["spec"],
-                opts=child_opts(self, opts, depends_on=[network_chart] if network_chart else None),
-            )
+            declare(f"{name}-nic-cluster-policy", policy, child_opts(self, opts, depends_on=[network_chart] if network_chart else None))
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
         self.installed = pulumi.Output.from_input(installed_charts(releases))
         self.register_outputs({"versions": self.versions, "installed": self.installed})
