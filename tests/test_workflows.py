@@ -262,6 +262,17 @@ def test_every_pulumi_step_pins_one_exact_cli_version_and_logs_in_to_the_backend
         assert step["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{workflow}:{job}"
 
 
+def test_ci_runs_pulumi_with_the_makefiles_parallelism_and_gogc():
+    makefile = (ROOT / "Makefile").read_text()
+    settings = dict(re.findall(r"^(PARALLEL|GOGC) \?= (\d+)$", makefile, re.MULTILINE))
+    assert set(settings) == {"PARALLEL", "GOGC"}, settings
+    steps = list(pulumi_steps())
+    assert steps
+    for workflow, job, step in steps:
+        assert str(step["parallel"]) == settings["PARALLEL"], f"{workflow}:{job}"
+        assert load(WORKFLOW_DIR / workflow)["env"]["GOGC"] == settings["GOGC"], workflow
+
+
 def test_deploys_refresh_first_and_drift_detection_fails_on_changes():
     commands = {(workflow, job): step for workflow, job, step in pulumi_steps()}
     for (workflow, job), step in commands.items():
