@@ -536,7 +536,13 @@ def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Ite
         lab.ctld = lab.slurmctld(base, fake_gpus(lab, nodes), [("custom_slurm.conf", custom)])
         for node in nodes:
             lab.slurmd(node)
-        wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
+        try:
+            wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
+        except AssertionError as error:
+            # Once in five full runs the nodes were not all idle after 60 s: say which, and what their slurmd logged.
+            states = lab.run("sinfo", "-h", "-N", "-o", "%N %T %E").stdout
+            slurmd_logs = "\n".join(f"{path.name}:\n{path.read_text(errors='replace')[-1500:]}" for path in sorted(lab.logs.glob("slurmd-*")))
+            raise AssertionError(f"{error}\nsinfo:\n{states}\n{slurmd_logs}\nslurmctld:\n{lab.log('slurmctld')[-3000:]}") from None
         lab.config = config
         lab.etc_before = etc_before
         yield lab
