@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from slurm_rules import confinement
 
 from tests.harness import ROOT
 
@@ -362,8 +364,18 @@ class SlurmLab(Lab):
         etc = self.root / f"etc-slurm-{name}" if name else self.slurm_etc
         return self.run("env", f"SLURM_CONF={etc}/slurm.conf", "scontrol", *args, check=check)
 
-    def slurmd(self, node: str) -> None:
-        self.start(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+    def slurmd(self, node: str, name: str = "") -> None:
+        """`slurmd -N node`, of the lab's cluster or, given a `name`, of `slurmctld(..., name=name)`'s."""
+        etc = self.root / f"etc-slurm-{name}" if name else self.slurm_etc
+        self.start(f"slurmd-{node}", "env", f"SLURM_CONF={etc}/slurm.conf", "slurmd", "-D", "-N", node)
+
+    def remove_cgroups(self, node: str) -> None:
+        """The cgroup v1 directories `slurmd -N node` made (`slurm_<node>` under each controller of the host's
+        /sys/fs/cgroup), empty once its jobs have ended and it has stopped: removed, deepest first."""
+        for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"):
+            for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                directory.rmdir()
+            top.rmdir()
 
     def squeue(self, job: str, fields: str = "%T %r") -> str:
         return self.run("squeue", "-h", "-j", job, "-o", fields).stdout.strip()
@@ -381,12 +393,19 @@ def config_complaints(log: str) -> list[str]:
     return [line for line in log.splitlines() if CONFIG_COMPLAINTS.search(line)]
 
 
-def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "") -> str:
+# The lab's process tracking and task plugins where the operator's text names none: no cgroups.
+LAB_TASKS = ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none")
+
+
+def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "", then: str = "") -> str:
     """The part of slurm.conf an operator generates itself (soperator, Slinky), as a minimal
     base for this machine: the controller on loopback, accounting, one fake node per entry
     (`nodes`: name -> (feature, GPUs)) with its own port, `%n` in every per-node path;
-    `lines` are that operator's own settings, and the rendered text is appended after them.
+    `lines` are that operator's own settings, and `then`, the rendered text, follows them
+    (what either sets of `LAB_TASKS` replaces the lab's line).
     A `name` gives the slurmctld of `SlurmLab.slurmctld(..., name=name)` its own state and port."""
+    lines = list(lines)
+    operators = confinement.settings("\n".join([*lines, then]))
     state = lab.dir(f"state-{name}" if name else "state", "root")
     base = [
         f"ClusterName={cluster}",
@@ -400,8 +419,7 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         f"SlurmdSpoolDir={state}/slurmd-%n",
         f"SlurmdPidFile={state}/slurmd-%n.pid",
         f"SlurmdLogFile={lab.logs}/slurmd-%n.file",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        *(line for line in LAB_TASKS if line.partition("=")[0].lower() not in operators),
         "JobAcctGatherType=jobacct_gather/none",
         "MpiDefault=none",
         "ReturnToService=2",
@@ -419,7 +437,7 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         base.append(
             f"NodeName={name} NodeAddr=127.0.0.1 Port={lab.node_ports.setdefault(name, free_port())} CPUs={2 * max(gpus, 1)} RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN"
         )
-    return "\n".join(base) + "\n"
+    return "\n".join(base) + "\n" + then
 
 
 def fake_gpus(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
@@ -433,6 +451,27 @@ def fake_gpus(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
             device.touch()
             lab.bind(Path("/dev/null"), str(device))
             lines.append(f"NodeName={name} Name=gpu File={device}\n")
+    return "".join(lines)
+
+
+# NVIDIA's character device major: /dev/nvidia<N> is c 195 N.
+NVIDIA_MAJOR = 195
+
+
+def gpu_device_nodes(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
+    """gres.conf for nodes whose fake GPUs are real character devices, /dev/nvidia<N>'s numbers
+    (mknod c 195 N, readable and writable by all) with no driver behind them. Opening one tells
+    the devices cgroup's refusal (EPERM) from an allowed open that finds no driver (ENXIO)."""
+    devices = lab.dir("gpu-device-nodes")
+    lines, minor = [], 0
+    for name, (_, gpus) in nodes.items():
+        for _ in range(gpus):
+            device = devices / f"{name}-nvidia{minor}"
+            if not device.exists():
+                os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+                device.chmod(0o666)
+            lines.append(f"NodeName={name} Name=gpu File={device}\n")
+            minor += 1
     return "".join(lines)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from components.config import parse_config
 from components.platform import build_platform
+from components.slurm import manifest_of, operator_module
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from tests.harness import run_under_mocks, stack_config
 
@@ -147,6 +148,16 @@ def test_drain_on_failure_is_wired(drain):
 def test_cgroup_version_is_wired(version):
     raw = with_changes("dev", slurm={"worker": {"cgroupVersion": version}})
     assert spec(raw)["slurmNodes"]["worker"]["cgroupVersion"] == version
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("stack", ["staging-hangzhou", "prod-hcm"])
+def test_cgroup_version_reaches_ack_and_slinky_cgroup_conf(stack, version):
+    config = parse_config(with_changes(stack, slurm={"worker": {"cgroupVersion": version}}))
+    (cgroup_conf,) = [
+        m["data"]["cgroup.conf"] for m in manifest_of(operator_module(config).render(config), "ConfigMap") if "cgroup.conf" in m["data"]
+    ]
+    assert cgroup_conf.splitlines()[0] == f"CgroupPlugin=cgroup/{version}"
 
 
 def test_the_restricted_login_service_keeps_client_addresses():

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from components.config import parse_config
-from components.slurm import ack, soperator4
+from components.slurm import ack, operator_module, slinky, soperator4
 from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on the path)
 from tests.harness import stack_config
 from tests.test_policies import (
@@ -213,3 +213,50 @@ def test_slinky_demand_counts_every_cr(slinky_run):
     labels = " ".join(part for parts in demand.parts.values() for _, part in parts)
     for kind in ("Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"):
         assert kind in labels, kind
+
+
+# ---------------------------------------------------------------------------
+# job-confinement
+
+
+def test_job_confinement_passes_every_operators_rendering(ack_resources):
+    assert check("job-confinement", *ack_resources) == []
+    for stack in ("prod-hcm", "staging-hanoi", "dev-lab"):
+        config = parse_config(stack_config(stack))
+        rendered = operator_module(config).render(config)
+        resources = as_resources(rendered, {"Controller", "SlurmCluster", "ConfigMap"})
+        assert {r.resource_type for r in resources} & {SLINKY_CONTROLLER, SLURM_CLUSTER}, stack
+        assert check("job-confinement", *resources) == [], stack
+
+
+def test_job_confinement_flags_acks_and_slinkys_renders_of_before(ack_resources):
+    cluster = next(r for r in ack_resources if r.resource_type == ACK_SLURM_CLUSTER)
+    config_map = copy.deepcopy(dict(next(r for r in ack_resources if r.resource_type == CONFIG_MAP and "slurm.conf" in r.props["data"]).props))
+    before = config_map["data"]["slurm.conf"].replace(
+        "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity", "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none"
+    )
+    config_map["data"] = {"slurm.conf": before, "gres.conf": config_map["data"]["gres.conf"]}
+    message = one(check("job-confinement", cluster, resource(CONFIG_MAP, config_map)), "SlurmCluster slurm/ack-slurm-cluster-1 workerGroupSpecs[a10]")
+    assert "ProctrackType=proctrack/linuxproc: ProctrackType must stay proctrack/cgroup" in message
+    assert "TaskPlugin=task/none: TaskPlugin must include task/cgroup" in message and "no cgroup.conf of this stack" in message
+
+    config = parse_config(stack_config("prod-hcm"))
+    resources = as_resources(slinky.render(config), {"Controller", "ConfigMap"})
+    controller = copy.deepcopy(dict(next(r for r in resources if r.resource_type == SLINKY_CONTROLLER).props))
+    controller["spec"]["extraConf"] = "GresTypes=gpu"
+    files = copy.deepcopy(dict(next(r for r in resources if r.resource_type == CONFIG_MAP).props))
+    files["data"]["cgroup.conf"] = "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\nConstrainDevices=no\n"
+    message = one(check("job-confinement", resource(SLINKY_CONTROLLER, controller), resource(CONFIG_MAP, files)), "Controller slinky-hpc/slinky-hpc")
+    assert "no ProctrackType" in message and "no TaskPlugin" in message
+    assert "ConstrainCores is not yes; ConstrainDevices is not yes; ConstrainRAMSpace is not yes" in message
+
+
+def test_job_confinement_flags_soperator_custom_config_that_undoes_its_own():
+    config = parse_config(stack_config("staging-hanoi"))
+    cluster = copy.deepcopy(soperator4.slurm_cluster_manifest(config))
+    cluster["spec"]["customSlurmConfig"] = "MaxJobCount=5000\nTaskPlugin=task/affinity"
+    cluster["spec"]["customCgroupConfig"] = "ConstrainDevices=no\nAllowedRAMSpace=100"
+    message = one(check("job-confinement", resource(SLURM_CLUSTER, cluster)), "SlurmCluster")
+    assert "TaskPlugin=task/affinity: TaskPlugin must include task/cgroup" in message and "ConstrainDevices is not yes" in message
+    # Keys customCgroupConfig leaves to the operator keep its own yes.
+    assert "ConstrainCores is not yes" not in message

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from components import tenancy
-from components.config import ConfigError, parse_config
+from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, slinky
 from tests.harness import stack_config
 from tests.services import (
+    LAB_TASKS,
     SlurmLab,
     Soperator4Lab,
     config_complaints,
     etc_digest,
     for_this_slurm,
+    gpu_device_nodes,
     lab_base,
     reservation_fields,
     soperator4_lab,
@@ -207,8 +210,8 @@ def slinky_slurm_conf(config, lab: SlurmLab, name: str) -> tuple[str, str]:
     nodes = {f"{name}-{pool.name}-0": (slinky.nodeset_name(pool), pool.gpus_per_node) for pool in config.gpu_pools}
     own = [f"NodeSet={feature} Feature={feature}" for feature in sorted({feature for feature, _ in nodes.values()})]
     spec = slinky.controller(config)["spec"]
-    base = lab_base(f"{config.cluster.name}-{name}", lab, nodes, own, name)
-    return base + for_this_slurm(spec["extraConf"] + "\n", source="Slinky extraConf"), slinky.config_files(config)["data"]["gres.conf"]
+    extra = for_this_slurm(spec["extraConf"] + "\n", source="Slinky extraConf")
+    return lab_base(f"{config.cluster.name}-{name}", lab, nodes, own, name, then=extra), slinky.config_files(config)["data"]["gres.conf"]
 
 
 @pytest.mark.parametrize("stack", ["prod-hcm", "dev-lab"])
@@ -273,3 +276,85 @@ def test_experiment_4_both_machines_in_one_tenant(lab, jobs):
         restored = tenants_job(lab, lab.config, "first-layout-again")
         assert restored.returncode == 0, restored.stderr[-2000:]
         assert reservations_held(lab) == {"cells.gpu-c.default": "gpu-c-0", "cells.gpu-d.vc1": "gpu-d-0"}
+
+
+# --- Jobs are confined to what they asked for -------------------------------------
+
+# Run by a job: opens each path read-write and prints how that went.
+OPEN_DEVICES = """
+import errno, os, sys
+for path in sys.argv[1:]:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        print("opened")
+    except OSError as error:
+        print(errno.errorcode[error.errno])
+"""
+
+
+def confinement_lines(slurm_conf: str) -> list[str]:
+    """The rendered lines that say how jobs are tracked and confined, verbatim."""
+    lines = [line for line in slurm_conf.splitlines() if line.partition("=")[0].lower() in ("proctracktype", "taskplugin")]
+    assert len(lines) == 2, slurm_conf
+    return lines
+
+
+def v1(stack: str) -> PlatformConfig:
+    """The stack's config on cgroup v1 nodes, as this machine mounts them (/sys/fs/cgroup/<controller>)."""
+    document = stack_config(stack)
+    document["slurm"] = {**document["slurm"], "worker": {**document["slurm"].get("worker", {}), "cgroupVersion": "v1"}}
+    return parse_config(document)
+
+
+def acks_render() -> tuple[list[str], str]:
+    config = v1("staging-hangzhou")
+    return confinement_lines(ack.slurm_conf(config)), ack.slurm_conf_config_map(config)["data"]["cgroup.conf"]
+
+
+def slinkys_render() -> tuple[list[str], str]:
+    config = v1("prod-hcm")
+    return confinement_lines(slinky.controller(config)["spec"]["extraConf"]), slinky.config_files(config)["data"]["cgroup.conf"]
+
+
+def open_gpu(lab: SlurmLab, name: str, device: str, *gres: str) -> tuple[str, str]:
+    """What a job of alice's, with `gres` or without, gets opening `device`: (result, its CUDA_VISIBLE_DEVICES)."""
+    conf = f"SLURM_CONF={lab.root}/etc-slurm-{name}/slurm.conf"
+    script = f"echo ${{CUDA_VISIBLE_DEVICES:-unset}}; exec python3 -c '{OPEN_DEVICES}' {device}"
+    job = lab.run("env", conf, "srun", "-N1", "-t1", *gres, "sh", "-c", script, user="alice", check=False, timeout=60)
+    slurmd_log = lab.logs / f"slurmd-{name}-0.file"
+    assert job.returncode == 0, job.stdout + job.stderr + slurmd_log.read_text(errors="replace")[-3000:]
+    visible, opened = job.stdout.split()
+    return opened, visible
+
+
+@pytest.mark.parametrize(
+    "operator, render, confined",
+    [
+        ("ack", acks_render, True),
+        ("slinky", slinkys_render, True),
+        # The control: the same cgroup.conf under what ACK and Slinky rendered before (Slinky: Slurm's defaults).
+        ("before", lambda: (list(LAB_TASKS), acks_render()[1]), False),
+    ],
+)
+def test_a_job_without_gres_cannot_open_the_gpu_a_job_with_gres_can(lab, operator, render, confined):
+    """On real slurmd with each operator's rendered ProctrackType, TaskPlugin and cgroup.conf (for cgroup v1, what
+    this machine mounts): the fake GPU is a character device with /dev/nvidia0's numbers and no driver, so an open
+    the devices cgroup allows fails ENXIO, and one it denies EPERM."""
+    lines, cgroup_conf = render()
+    name = f"gpu-{operator}"  # short: slurmstepd's socket path in the lab's spool stays under 108 bytes
+    nodes = {f"{name}-0": ("gpu", 1)}
+    conf = lab_base(name, lab, nodes, ["GresTypes=gpu", "PartitionName=gpu Nodes=ALL Default=YES"], name, then="\n".join(lines) + "\n")
+    gres = gpu_device_nodes(lab, nodes)
+    device = gres.split("File=")[1].strip()
+    ctld = lab.slurmctld(conf, gres, [("cgroup.conf", for_this_slurm(cgroup_conf, source=f"{operator} cgroup.conf"))], name=name)
+    try:
+        lab.slurmd(f"{name}-0", name)
+        wait_for(lambda: lab.scontrol(name, "-o", "show", "node").stdout.split("State=")[1].startswith("IDLE"), f"{name}-0 idle", 30)
+        assert lab.alive(ctld) and config_complaints(lab.log(f"slurmctld-{name}")) == [], lab.log(f"slurmctld-{name}")[-3000:]
+        assert open_gpu(lab, name, device, "--gres=gpu:1") == ("ENXIO", "0")
+        assert open_gpu(lab, name, device) == ("EPERM" if confined else "ENXIO", "unset")
+    finally:
+        lab.stop(f"slurmd-{name}-0")
+        lab.stop(f"slurmctld-{name}")
+        lab.remove_cgroups(f"{name}-0")
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/slurm_{name}-0"))

@@ -5,6 +5,7 @@ API generations, and SchedMD's Slinky."""
 import copy
 
 import pytest
+from slurm_rules import confinement
 
 from components.config import ConfigError, parse_config
 from components.operator_charts import chart_releases
@@ -85,6 +86,21 @@ ACK_IMAGE = {"image": "x/slurm:1"}
             "at most one partition can be the default",
         ),
         ({"nodePools": [{**GPU_POOL, "slurmWorkers": 1}]}, "nodePools[0].slurmWorkers", "needs per-pool workers"),
+        *(
+            (
+                {
+                    "slurmOperator": "ack",
+                    "slurm": {"ack": {**ACK_IMAGE, "extraSlurmConf": ["MaxJobCount=5000", line]}, "accounting": {"enabled": False}},
+                },
+                "slurm.ack.extraSlurmConf[1]",
+                f"would undo the jobs' confinement ({reason}",
+            )
+            for line, reason in (
+                ("TaskPlugin=task/affinity", "TaskPlugin must include task/cgroup"),
+                ("taskplugin=task/none", "TaskPlugin must include task/cgroup"),
+                ("ProctrackType=proctrack/linuxproc", "ProctrackType must stay proctrack/cgroup"),
+            )
+        ),
     ],
 )
 def test_bad_operator_config_is_a_clear_error(raw, path, expected):
@@ -489,6 +505,68 @@ def test_slinky_charts(hcm):
     assert releases["slurm-operator"].chart == "oci://ghcr.io/slinkyproject/charts/slurm-operator"
     assert releases["slurm-operator"].values["crds"] == {"enabled": False}
     assert {"slurm-operator-crds", "cert-manager", "mariadb-operator"} <= set(releases["slurm-operator"].depends_on)
+
+
+# ---------------------------------------------------------------------------
+# Jobs are confined to what they asked for, on every operator
+
+
+def test_ack_confines_jobs_through_its_config_map_and_privileged_slurmd(ack_config):
+    lines = ack.slurm_conf(ack_config).splitlines()
+    for line in confinement.SLURM_CONF_LINES:
+        assert lines.count(line) == 1, line
+    assert confinement.slurm_conf_gaps(ack.slurm_conf(ack_config)) == []
+    data = ack.slurm_conf_config_map(ack_config)["data"]
+    assert data["cgroup.conf"].splitlines() == [
+        "CgroupPlugin=cgroup/v2",
+        "IgnoreSystemd=yes",
+        "EnableControllers=yes",
+        "ConstrainCores=yes",
+        "ConstrainDevices=yes",
+        "ConstrainRAMSpace=yes",
+    ]
+    # Only slurmd confines jobs: it alone runs privileged.
+    containers = [t["spec"]["containers"][0] for t in ack_templates(ack.slurm_cluster_manifest(ack_config))]
+    assert {c["name"]: c.get("securityContext") for c in containers} == {
+        **{c["name"]: None for c in containers if c["name"] != "slurmd"},
+        "slurmd": {"privileged": True},
+    }
+    # An extra line that keeps task/cgroup is fine.
+    slurm = {**stack_config("staging-hangzhou")["slurm"]}
+    slurm["ack"] = {**slurm["ack"], "extraSlurmConf": ["TaskPlugin=task/cgroup"]}
+    assert ack.slurm_conf(with_overrides("staging-hangzhou", slurm=slurm)).endswith("TaskPlugin=task/cgroup\n")
+
+
+def test_slinky_confines_jobs_through_extra_conf_and_config_file_refs(hcm):
+    rendered = slinky.render(hcm)
+    (controller,) = manifest_of(rendered, "Controller")
+    assert confinement.slurm_conf_gaps(controller["spec"]["extraConf"]) == []
+    # The operator mounts each configFileRefs ConfigMap into slurmctld's /etc/slurm; configless slurmd fetch cgroup.conf from there.
+    (files,) = [m for m in manifest_of(rendered, "ConfigMap") if {"name": m["metadata"]["name"]} in controller["spec"]["configFileRefs"]]
+    assert confinement.cgroup_conf_gaps(files["data"]["cgroup.conf"]) == []
+    assert "CgroupPlugin=cgroup/v2" in files["data"]["cgroup.conf"].splitlines()
+
+
+def test_cgroup_v1_nodes_get_the_v1_plugin_and_no_v2_lines(hcm):
+    v1 = parse_config({**stack_config("prod-hcm"), "slurm": {**stack_config("prod-hcm")["slurm"], "worker": {"cgroupVersion": "v1"}}})
+    text = slinky.config_files(v1)["data"]["cgroup.conf"]
+    assert text.splitlines() == ["CgroupPlugin=cgroup/v1", "ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"]
+
+
+@pytest.mark.parametrize("stack", ["staging-hanoi", "dev-lab", "dev"])
+def test_soperator_keeps_its_own_confinement(stack):
+    """soperator writes ProctrackType=proctrack/cgroup, TaskPlugin=task/cgroup,task/affinity and a cgroup.conf with
+    ConstrainCores/Devices/RAMSpace=yes itself (1.14.10 and 4.1.7, internal/render/common/configmap.go; CgroupPlugin
+    from cgroupVersion). 4.1.7 includes customSlurmConfig after its lines and lets customCgroupConfig replace its
+    cgroup.conf keys: ours must override none of them, and 1.14.10 has neither field."""
+    config = parse_config(stack_config(stack))
+    (cluster,) = manifest_of(operator_module(config).render(config), "SlurmCluster")
+    spec = cluster["spec"]
+    assert "customCgroupConfig" not in spec
+    assert spec.get("cgroupVersion", spec.get("slurmNodes", {}).get("worker", {}).get("cgroupVersion")) == config.slurm.worker.cgroup_version
+    custom = [line.partition("=") for line in spec.get("customSlurmConfig", "").splitlines()]
+    assert {key.lower() for key, _, _ in custom} & {"proctracktype", "taskplugin"} == set()
+    assert bool(custom) == bool(config.tenants), "the tenants' lines are checked where there are some"
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field, model_validator
-from slurm_rules import kube_rules
+from slurm_rules import confinement, kube_rules
 
 from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath
 
@@ -126,6 +126,15 @@ def problems(config: PlatformConfig) -> Iterator[Problem]:
             "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), or set slurm.accounting.enabled: false",
             accounting.database,
         )
+    for index, line in enumerate(slurm.ack.extra_slurm_conf):
+        key, _, value = line.partition("=")
+        if reason := confinement.weakening(key, value):
+            yield Problem(
+                ("slurm", "ack", "extraSlurmConf", index),
+                f"would undo the jobs' confinement ({reason}); the generated slurm.conf already sets "
+                f"{' and '.join(confinement.SLURM_CONF_LINES)}: remove this line",
+                line,
+            )
     if accounting.enabled and not slurm.ack.slurmdbd_conf_secret_name:
         yield Problem(
             ("slurm", "ack", "slurmdbdConfSecretName"),

@@ -60,7 +60,9 @@ class ControllerConfig(Model):
 
 class WorkerConfig(Model):
     size: int = Field(8, ge=0, description="Worker count; workers are worker-[0..size-1].")
-    cgroup_version: Literal["v1", "v2"] = "v2"
+    cgroup_version: Literal["v1", "v2"] = Field(
+        "v2", description="cgroup version of the GPU nodes: every operator's cgroup.conf (CgroupPlugin) and soperator's cgroupVersion."
+    )
     slurmd: WorkerResources = WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8)
     munge: PodResources = pod_resources("2000m", "4Gi", "5Gi")
     spool_storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")

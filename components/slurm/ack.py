@@ -30,6 +30,8 @@ import json
 import shlex
 from typing import Any, Optional
 
+from slurm_rules import confinement
+
 from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
@@ -158,8 +160,7 @@ def slurm_conf(config: PlatformConfig) -> str:
         "SlurmdSpoolDir=/var/spool/slurmd",
         "ReturnToService=2",
         "MpiDefault=none",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        *confinement.SLURM_CONF_LINES,
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
@@ -211,7 +212,12 @@ def slurm_conf_config_map(config: PlatformConfig) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": names(config)["config"], "namespace": config.cluster.namespace, "labels": {CLUSTER_LABEL: config.cluster.name}},
-        "data": {"slurm.conf": slurm_conf(config), "gres.conf": gres_conf(config)},
+        # The operator's init script copies every file here to /etc/slurm: cgroup.conf lands beside slurm.conf.
+        "data": {
+            "slurm.conf": slurm_conf(config),
+            "gres.conf": gres_conf(config),
+            "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version),
+        },
     }
 
 
@@ -255,27 +261,29 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
 
 def pod_template(
     config: PlatformConfig,
-    container: str,
+    container_name: str,
     ports: list[int],
     resources: dict[str, Any],
     placement: dict[str, Any],
     labels: dict[str, str],
     with_slurmdbd_conf: bool = False,
+    privileged: bool = False,
 ) -> dict[str, Any]:
     """A pod the operator runs: no Kubernetes token (none of them talks to the API server)."""
     pod_volumes, mounts = volumes(config, with_slurmdbd_conf)
+    container: dict[str, Any] = {
+        "name": container_name,
+        "image": ack(config).image,
+        "ports": [{"containerPort": port, "protocol": "TCP"} for port in ports],
+        "resources": resources,
+        "volumeMounts": mounts,
+    }
+    if privileged:
+        container["securityContext"] = {"privileged": True}
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "priorityClassName": system_priority_class_name(config),
-        "containers": [
-            {
-                "name": container,
-                "image": ack(config).image,
-                "ports": [{"containerPort": port, "protocol": "TCP"} for port in ports],
-                "resources": resources,
-                "volumeMounts": mounts,
-            }
-        ],
+        "containers": [container],
         "volumes": pod_volumes,
         **placement,
     }
@@ -300,7 +308,10 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
     if pool.taints:
         placement["tolerations"] = pool_tolerations(pool)
-    template = pod_template(config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {})
+    # slurmd confines each job in a cgroup of its own (cgroup.conf): that takes a writable /sys/fs/cgroup and,
+    # on cgroup v2, loading BPF device filters, which a container gets only privileged (as Slinky's and soperator's slurmd).
+    resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))
+    template = pod_template(config, "slurmd", [6818], resources, placement, {}, privileged=True)
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
 

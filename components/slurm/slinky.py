@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from slurm_rules import confinement
+
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_CA_FILE, SSSD_SECRET
@@ -104,12 +106,14 @@ def partition_lines(config: PlatformConfig) -> list[str]:
 
 
 def config_files(config: PlatformConfig) -> dict[str, Any]:
-    """Extra files the Controller mounts into /etc/slurm: GPUs found through NVML."""
+    """Extra files the Controller mounts into /etc/slurm, which configless slurmd fetch from slurmctld:
+    GPUs found through NVML, and the jobs' cgroup constraints (our cgroup.conf replaces the operator's
+    default, `CgroupPlugin=cgroup/v2` and `IgnoreSystemd=yes` alone, which constrain nothing)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(config, names(config)["config"]),
-        "data": {"gres.conf": "AutoDetect=nvidia\n"},
+        "data": {"gres.conf": "AutoDetect=nvidia\n", "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version)},
     }
 
 
@@ -125,7 +129,8 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "clusterName": config.cluster.name,
         **key_refs(config),
-        "extraConf": "\n".join(["GresTypes=gpu", *tenant_slurm_conf(config), *partition_lines(config)]),
+        # The operator writes no ProctrackType or TaskPlugin: Slurm's defaults confine no job.
+        "extraConf": "\n".join(["GresTypes=gpu", *confinement.SLURM_CONF_LINES, *tenant_slurm_conf(config), *partition_lines(config)]),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
         "template": {"spec": pod_spec(config, system_placement(config))},

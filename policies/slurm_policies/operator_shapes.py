@@ -11,6 +11,11 @@
 * `slinky-references`: Slinky's key Secrets (`slurmKeyRef`, `jwtKeyRef`) and
   LoginSet `sssdConfRef` exist in the stack with those keys, and every
   NodeSet/LoginSet/RestApi points at a Controller of the stack.
+* `job-confinement`: jobs are confined to what they asked for. ACK's worker
+  slurm.conf and Slinky's Controller extraConf set proctrack/cgroup and
+  task/cgroup, beside a cgroup.conf of this stack with ConstrainCores,
+  ConstrainDevices and ConstrainRAMSpace; soperator 4.x's customSlurmConfig
+  and customCgroupConfig undo none of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from slurm_rules import confinement
 
 from .common import (
     ACK_SLURM_CLUSTER,
@@ -285,4 +291,88 @@ slinky_references = StackValidationPolicy(
     validate=validate_slinky_references,
 )
 
-POLICIES = [soperator_nodesets, ack_slurm_config, slinky_references]
+# ---------------------------------------------------------------------------
+# job-confinement
+
+CONFINEMENT_FIX = (
+    f"render {' and '.join(confinement.SLURM_CONF_LINES)} and a cgroup.conf with "
+    f"{', '.join(f'{key}=yes' for key in confinement.CONSTRAINTS)} (components/slurm)"
+)
+
+
+def cgroup_conf_of(config_maps: list[Any]) -> Optional[str]:
+    """The cgroup.conf text among these ConfigMaps ("" while unknown at preview), or None when none holds one."""
+    for config_map in config_maps:
+        if "cgroup.conf" in data_keys(config_map.props):
+            text = get(config_map.props, "data", "cgroup.conf")
+            return text if isinstance(text, str) else ""
+    return None
+
+
+def confinement_gaps(slurm_conf: Any, cgroup_conf: Optional[str]) -> list[str]:
+    """What a slurm.conf and its cgroup.conf lack; a text unknown at preview (or absent, for slurm.conf) is not judged."""
+    gaps = confinement.slurm_conf_gaps(slurm_conf) if isinstance(slurm_conf, str) else []
+    if cgroup_conf is None:
+        gaps.append("no cgroup.conf of this stack beside it (the operators' own constrain nothing)")
+    elif cgroup_conf:
+        gaps += confinement.cgroup_conf_gaps(cgroup_conf)
+    return gaps
+
+
+def validate_job_confinement(args: StackValidationArgs, report: ReportViolation) -> None:
+    config_maps = by_name(args.resources, CONFIG_MAP)
+
+    def flag(owner: Any, what: str, gaps: list[str]) -> None:
+        if gaps:
+            report(
+                violation(
+                    f"{what}: jobs are not confined to what they asked for ({'; '.join(gaps)}); a job without --gres reaches every GPU of its node",
+                    CONFINEMENT_FIX,
+                ),
+                owner.urn,
+            )
+
+    for cluster in of_type(args.resources, ACK_SLURM_CLUSTER):
+        label, namespace = display(cluster.props, cluster.name), namespace_of(cluster.props)
+        conf_path = str(get(cluster.props, "spec", "slurmConfPath", default=""))
+        for where, _, template in ack_templates(cluster.props):
+            if not where.startswith("workerGroupSpecs") or not conf_path:
+                continue
+            refs = [s for v in mounted(template, conf_path) for s in sources(v, "configMap")]
+            confs = [c for c in (config_maps.get((namespace, str(get(ref, "name")))) for ref in refs) if c is not None]
+            slurm_conf = next((get(c.props, "data", "slurm.conf") for c in confs if "slurm.conf" in data_keys(c.props)), None)
+            flag(cluster, f"SlurmCluster {label} {where}", confinement_gaps(slurm_conf, cgroup_conf_of(confs)))
+    for controller in of_type(args.resources, SLINKY_CONTROLLER):
+        if get(controller.props, "spec", "external") is True:
+            continue
+        namespace = namespace_of(controller.props)
+        refs = [config_maps.get((namespace, str(get(ref, "name")))) for ref in elements(get(controller.props, "spec", "configFileRefs"))]
+        extra = get(controller.props, "spec", "extraConf", default="")
+        flag(
+            controller,
+            f"Controller {display(controller.props, controller.name)}",
+            confinement_gaps(extra, cgroup_conf_of([c for c in refs if c is not None])),
+        )
+    for cluster in of_type(args.resources, SLURM_CLUSTER):
+        spec = get(cluster.props, "spec", default={})
+        custom, cgroup = get(spec, "customSlurmConfig"), get(spec, "customCgroupConfig")
+        gaps = [
+            f"{key.strip()}={value.strip()}: {reason}"
+            for key, _, value in (line.partition("=") for line in (custom.splitlines() if isinstance(custom, str) else []))
+            if (reason := confinement.weakening(key, value))
+        ]
+        if isinstance(cgroup, str):
+            overridden = confinement.settings(cgroup)
+            gaps += [gap for gap in confinement.cgroup_conf_gaps(cgroup) if gap.split()[0].lower() in overridden or gap.startswith("CgroupPlugin")]
+        flag(cluster, f"SlurmCluster {display(cluster.props, cluster.name)} (customSlurmConfig/customCgroupConfig)", gaps)
+
+
+job_confinement = StackValidationPolicy(
+    name="job-confinement",
+    description="Every Slurm operator confines jobs to what they asked for: proctrack/cgroup, task/cgroup and a cgroup.conf "
+    "constraining cores, devices (GPUs) and memory.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_job_confinement,
+)
+
+POLICIES = [soperator_nodesets, ack_slurm_config, slinky_references, job_confinement]
