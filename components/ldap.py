@@ -1,6 +1,6 @@
 """LDAP directory for Slurm users: an OpenLDAP StatefulSet with its own data
 volume, Service `ldap-service`, Secret `ldap-secret` (random admin password),
-optional phpLDAPadmin, and the client side Slurm nodes need to resolve users:
+and the client side Slurm nodes need to resolve users:
 `ldap.conf` (ConfigMap, no secrets), `sssd.conf` and `nslcd.conf` (Secrets).
 
 Clients never bind as the admin: the seed LDIF (Secret `ldap-seed`) creates a
@@ -44,7 +44,6 @@ SALT_LENGTH = 16
 LDAP_PORT, LDAPS_PORT = 389, 636
 CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT = 1389, 1636
 APP_LABELS = {"app.kubernetes.io/name": "openldap", "app.kubernetes.io/part-of": "slurm-platform"}
-ADMIN_LABELS = {"app.kubernetes.io/name": "phpldapadmin", "app.kubernetes.io/part-of": "slurm-platform"}
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
 # With TLS, the clients trust the CA of the server's TLS Secret (ca.crt), not the system
 # bundle (a private CA is never in it): the program copies it into sssd-config and
@@ -211,6 +210,28 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
     )
 
 
+# bitnami's image keeps slapd's cn=config on the data volume (LDAP_ONLINE_CONF_DIR).
+ONLINE_CONF_DIR = "/bitnami/openldap/slapd.d"
+REQUIRE_TLS_LDIF = "dn: cn=config\nchangetype: modify\nreplace: olcSecurity\nolcSecurity: tls=1\n"
+
+
+def require_tls_script(conf_dir: str = ONLINE_CONF_DIR) -> str:
+    """Sets what LDAP_REQUIRE_TLS sets (bitnami's ldap_configure_tls_required) on a directory the image
+    initialised before: the image reads LDAP_REQUIRE_TLS only on a first start. Offline (slapd is not
+    running yet), idempotent, and a no-op on a new volume, where the image applies it itself."""
+    return f'set -euo pipefail\nif [[ -d "{conf_dir}/cn=config" ]]; then\n  slapmodify -F "{conf_dir}" -n 0 <<\'LDIF\'\n{REQUIRE_TLS_LDIF}LDIF\nfi\n'
+
+
+def require_tls_container(ldap: LdapConfig) -> dict[str, Any]:
+    return {
+        "name": "require-tls",
+        "image": ldap.image,
+        "command": ["bash", "-c", require_tls_script()],
+        "volumeMounts": [{"name": "data", "mountPath": "/bitnami/openldap"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    }
+
+
 def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "LDAP_ROOT", "value": ldap.base_dn},
@@ -238,6 +259,10 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
             {"name": "LDAP_TLS_CERT_FILE", "value": "/opt/bitnami/openldap/certs/tls.crt"},
             {"name": "LDAP_TLS_KEY_FILE", "value": "/opt/bitnami/openldap/certs/tls.key"},
             {"name": "LDAP_TLS_CA_FILE", "value": "/opt/bitnami/openldap/certs/ca.crt"},
+            # No operation without TLS (olcSecurity tls=1): a simple bind on 389 before StartTLS is
+            # refused, so no password crosses the pod network in clear. The image sets it only when
+            # it first initialises the directory; the require-tls init container keeps it set on older ones.
+            {"name": "LDAP_REQUIRE_TLS", "value": "yes"},
         ]
         ports.append({"name": "ldaps", "containerPort": CONTAINER_LDAPS_PORT})
         mounts.append({"name": "tls", "mountPath": "/opt/bitnami/openldap/certs", "readOnly": True})
@@ -261,6 +286,7 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
                 "spec": {
                     "automountServiceAccountToken": False,  # no API access needed
                     "securityContext": {"fsGroup": 1001},
+                    **({"initContainers": [require_tls_container(ldap)]} if ldap.tls.enabled else {}),
                     "containers": [
                         {
                             "name": "openldap",
@@ -291,80 +317,6 @@ def ldap_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
         # Nothing reads its endpoints (clients resolve its name; the StatefulSet stays awaited): no 10 s settle.
         "metadata": {"name": SERVICE_NAME, "namespace": namespace, "labels": APP_LABELS, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {"type": "ClusterIP", "selector": APP_LABELS, "ports": ports},
-    }
-
-
-def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "phpldapadmin", "namespace": namespace, "labels": ADMIN_LABELS},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": ADMIN_LABELS},
-            "template": {
-                "metadata": {"labels": ADMIN_LABELS},
-                "spec": {
-                    "automountServiceAccountToken": False,  # no API access needed
-                    "containers": [
-                        {
-                            "name": "phpldapadmin",
-                            "image": ldap.php_ldap_admin_image,
-                            "env": [
-                                {"name": "PHPLDAPADMIN_LDAP_HOSTS", "value": SERVICE_NAME},
-                                # Behind TLS only with ldap.tls (config refuses it in prod otherwise).
-                                {"name": "PHPLDAPADMIN_HTTPS", "value": "true" if ldap.tls.enabled else "false"},
-                                *(_php_tls_env(ldap) if ldap.tls.enabled else []),
-                            ],
-                            "ports": [{"name": "https", "containerPort": 443} if ldap.tls.enabled else {"name": "http", "containerPort": 80}],
-                            "readinessProbe": {
-                                "httpGet": {"path": "/", "port": "https", "scheme": "HTTPS"} if ldap.tls.enabled else {"path": "/", "port": "http"},
-                                "periodSeconds": 10,
-                            },
-                            **(
-                                {
-                                    "volumeMounts": [
-                                        {"name": "tls", "mountPath": PHP_CERTS_DIR, "readOnly": True},
-                                        {"name": "tls", "mountPath": PHP_LDAP_CLIENT_CERTS_DIR, "readOnly": True},
-                                    ]
-                                }
-                                if ldap.tls.enabled
-                                else {}
-                            ),
-                            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-                        }
-                    ],
-                    **({"volumes": [{"name": "tls", "secret": {"secretName": ldap.tls.secret_name}}]} if ldap.tls.enabled else {}),
-                },
-            },
-        },
-    }
-
-
-# osixia/phpldapadmin's certificate directory and file names (its env contract).
-PHP_CERTS_DIR = "/container/service/phpldapadmin/assets/apache2/certs"
-PHP_LDAP_CLIENT_CERTS_DIR = "/container/service/ldap-client/assets/certs"
-
-
-def _php_tls_env(ldap: LdapConfig) -> list[dict[str, str]]:
-    """HTTPS with the directory's own certificate; LDAP to the server over StartTLS, verified against its CA."""
-    return [
-        {"name": "PHPLDAPADMIN_HTTPS_CRT_FILENAME", "value": "tls.crt"},
-        {"name": "PHPLDAPADMIN_HTTPS_KEY_FILENAME", "value": "tls.key"},
-        {"name": "PHPLDAPADMIN_HTTPS_CA_CRT_FILENAME", "value": TLS_CA_KEY},
-        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS", "value": "true"},
-        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS_REQCERT", "value": "demand"},
-        {"name": "PHPLDAPADMIN_LDAP_CLIENT_TLS_CA_CRT_FILENAME", "value": TLS_CA_KEY},
-    ]
-
-
-def php_ldap_admin_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
-    port = {"name": "https", "port": 443, "targetPort": "https"} if ldap.tls.enabled else {"name": "http", "port": 80, "targetPort": "http"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "phpldapadmin", "namespace": namespace, "labels": ADMIN_LABELS},
-        "spec": {"type": "ClusterIP", "selector": ADMIN_LABELS, "ports": [port]},
     }
 
 
@@ -451,10 +403,5 @@ class LdapDirectory(pulumi.ComponentResource):
             string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw)), **ca},
             opts=secret_data,
         )
-        if ldap.php_ldap_admin:
-            deployment = php_ldap_admin_deployment(ldap, namespace)
-            k8s.apps.v1.Deployment(f"{name}-phpldapadmin", metadata=_meta(deployment), spec=deployment["spec"], opts=child)
-            admin_service = php_ldap_admin_service(ldap, namespace)
-            k8s.core.v1.Service(f"{name}-phpldapadmin-service", metadata=_meta(admin_service), spec=admin_service["spec"], opts=child)
         self.uri = pulumi.Output.from_input(ldap_uri(ldap, namespace))
         self.register_outputs({"uri": self.uri})

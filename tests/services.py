@@ -618,32 +618,43 @@ SSSD_STATE = ("/var/lib/sss/db", "/var/lib/sss/pipes", "/var/lib/sss/mc", "/var/
 
 class LdapLab(Lab):
     """slapd set up as the rendered StatefulSet's environment asks bitnami's image to be (LDAP_ROOT,
-    LDAP_ADMIN_USERNAME, LDAP_ALLOW_ANON_BINDING), on ldap://127.0.0.1:<port> and ldapi in the lab's /run;
-    then, as the image does on first start, the seed LDIFs loaded by the admin and the
-    /docker-entrypoint-initdb.d scripts run, both verbatim."""
+    LDAP_ADMIN_USERNAME, LDAP_ALLOW_ANON_BINDING, LDAP_ENABLE_TLS, LDAP_REQUIRE_TLS), listening as its
+    run.sh has it: ldap:// always, ldaps:// with TLS, and ldapi in the lab's /run. Then, as the image's
+    setup.sh does on first start (libopenldap.sh's ldap_initialize, then ldap_custom_init_scripts): the
+    seed LDIFs loaded by the admin over ldapi, TLS made required, slapd stopped, the
+    /docker-entrypoint-initdb.d scripts run as slapd's user, all verbatim; then slapd starts to serve."""
 
     def __init__(self, root: Path, statefulset: Mapping[str, Any], admin_password: str, tls_host: str = ""):
         """With LDAP_ENABLE_TLS, the TLS Secret (tls.crt, tls.key, ca.crt) is made here by a CA of the
-        lab's own for `tls_host`, the name clients connect to, and slapd serves ldaps on `port` too."""
+        lab's own for `tls_host`, the name clients connect to. `port` is the one the clients use (ldaps with
+        TLS), `ldap_port` the cleartext listener (the image's LDAP_PORT_NUMBER, behind the Service's 389)."""
         super().__init__(root)
         (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-        env = {entry["name"]: entry.get("value") for entry in container["env"]}
-        self.base_dn = env["LDAP_ROOT"]
-        self.admin_dn = f"cn={env['LDAP_ADMIN_USERNAME']},{self.base_dn}"
+        self.env = {entry["name"]: entry.get("value") for entry in container["env"]}
+        self.base_dn = self.env["LDAP_ROOT"]
+        self.admin_dn = f"cn={self.env['LDAP_ADMIN_USERNAME']},{self.base_dn}"
         self.admin_password = admin_password
-        self.port = free_port()
-        config = self.dir("slapd.d", "openldap", 0o700)
+        self.config_dir = self.dir("slapd.d", "openldap", 0o700)
         data = self.dir("ldap-data", "openldap", 0o700)
         self.run("mkdir", "-p", "/run/slapd")
         self.run("chown", "openldap:openldap", "/run/slapd")
-        tls = self.tls_secret(tls_host) if env.get("LDAP_ENABLE_TLS") == "yes" else None
+        self.tls = self.tls_secret(tls_host) if _is_boolean_yes(self.env.get("LDAP_ENABLE_TLS")) else None
         initial = self.root / "cn-config.ldif"
-        anonymous = env.get("LDAP_ALLOW_ANON_BINDING") != "no"
-        initial.write_text(_cn_config(self.base_dn, self.admin_dn, admin_password, data, anonymous, tls))
-        self.run("slapadd", "-n", "0", "-F", str(config), "-l", str(initial), user="openldap")
-        self.url = f"ldaps://127.0.0.1:{self.port}" if tls else f"ldap://127.0.0.1:{self.port}"
-        self.start("slapd", "slapd", "-d", "256", "-u", "openldap", "-g", "openldap", "-F", str(config), "-h", f"{self.url}/ ldapi:///")
-        wait_for(lambda: self.run("ldapwhoami", "-Y", "EXTERNAL", "-H", "ldapi:///", check=False).returncode == 0, "slapd", 20)
+        anonymous = _is_boolean_yes(self.env.get("LDAP_ALLOW_ANON_BINDING", "yes"))
+        initial.write_text(_cn_config(self.base_dn, self.admin_dn, admin_password, data, anonymous, self.tls))
+        self.run("slapadd", "-n", "0", "-F", str(self.config_dir), "-l", str(initial), user="openldap")
+        self.ldap_port = free_port()
+        self.port = free_port() if self.tls else self.ldap_port
+        self.url = f"ldaps://127.0.0.1:{self.port}" if self.tls else f"ldap://127.0.0.1:{self.port}"
+        self.slapd()
+
+    def slapd(self) -> None:
+        listeners = [f"ldap://127.0.0.1:{self.ldap_port}/", *([f"ldaps://127.0.0.1:{self.port}/"] if self.tls else []), "ldapi:///"]
+        self.start("slapd", "slapd", "-d", "256", "-u", "openldap", "-g", "openldap", "-F", str(self.config_dir), "-h", " ".join(listeners))
+        # Ready as the StatefulSet's probe has it (a TCP connect to the LDAP port): with TLS required, slapd
+        # refuses ldapi binds too, so the image's own is_ldap_ready (ldapi EXTERNAL) serves only its first start.
+        wait_for(lambda: _listening(self.ldap_port) or not self.alive(self.daemons[-1][1]), "slapd", 20)
+        assert _listening(self.ldap_port), self.log("slapd")[-3000:]
 
     def tls_secret(self, host: str) -> Path:
         """A CA and a server certificate for `host` (openssl), as cert-manager would issue them."""
@@ -663,13 +674,22 @@ class LdapLab(Lab):
         return tls
 
     def load(self, seed: str, init_scripts: Mapping[str, str]) -> None:
+        """The rest of the image's first start: ldap_add_custom_ldifs, ldap_configure_tls_required,
+        ldap_stop, ldap_custom_init_scripts (as slapd's user, slapd stopped), then run.sh's slapd."""
         seed_file = self.root / "seed.ldif"
         seed_file.write_text(seed)
-        self.ldap("ldapadd", "-f", str(seed_file), bind=(self.admin_dn, self.admin_password))
+        self.run("ldapadd", "-x", "-H", "ldapi:///", "-D", self.admin_dn, "-w", self.admin_password, "-f", str(seed_file))
+        if self.tls and _is_boolean_yes(self.env.get("LDAP_REQUIRE_TLS")):
+            self.run(
+                "ldapmodify", "-Y", "EXTERNAL", "-H", "ldapi:///", input="dn: cn=config\nchangetype: modify\nadd: olcSecurity\nolcSecurity: tls=1\n"
+            )
+        self.stop("slapd")
         for name, script in sorted(init_scripts.items()):
             path = self.root / name
             path.write_text(script)
-            self.run("bash", str(path))
+            # setup.sh exports the image's paths to them (libopenldap.sh's ldap_env).
+            self.run("env", f"LDAP_ONLINE_CONF_DIR={self.config_dir}", "bash", str(path), user="openldap")
+        self.slapd()
 
     def ldap(self, tool: str, *args: str, bind: Optional[tuple[str, str]] = None, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
         """An ldap-utils tool against the lab's slapd, bound as `bind` (dn, password) or anonymously."""
@@ -713,6 +733,18 @@ class LdapLab(Lab):
         self.start("sssd", "sssd", "-i", "--logger=stderr")
         wait_for(lambda: self.run("test", "-S", "/var/lib/sss/pipes/nss", check=False).returncode == 0, "sssd's nss responder", 30)
         return checked
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _is_boolean_yes(value: Optional[str]) -> bool:
+    """bitnami's is_boolean_yes (libvalidations.sh): 1, yes or true, in any case."""
+    return str(value or "").lower() in ("1", "yes", "true")
 
 
 def _cn_config(base_dn: str, admin_dn: str, admin_password: str, data: Path, anonymous: bool, tls: Optional[Path]) -> str:

@@ -7,13 +7,13 @@ import pytest
 
 from components.charts import HELM_HOOKS
 from components.config import parse_config
-from components.ldap import LdapDirectory
+from components.ldap import LdapDirectory, ldap_statefulset, require_tls_script
 from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
 from components.operator_charts import Operators, chart_releases
 from components.slurm_cluster import SlurmCluster
 from components.storage import Storage
-from tests.harness import run_under_mocks, stack_config
+from tests.harness import example_stacks, run_under_mocks, stack_config
 
 
 def only(run, type_):
@@ -266,7 +266,8 @@ def test_ldap_server_service_and_secret(ldap_run):
         {"name": "ldaps", "port": 636, "targetPort": "ldaps"},
     ]
     assert env["LDAP_ENABLE_TLS"]["value"] == "yes"
-    assert services["phpldapadmin"].inputs["spec"]["type"] == "ClusterIP"
+    assert set(services) == {"ldap-service"}
+    assert ldap_run.of_type("kubernetes:apps/v1:Deployment") == []
     secrets = {s.inputs["metadata"]["name"]: s for s in ldap_run.of_type("kubernetes:core/v1:Secret") if not s.read}
     assert set(secrets) == {"ldap-secret", "sssd-config", "nslcd-config", "ldap-seed"}
     for secret in secrets.values():
@@ -321,14 +322,23 @@ def test_a_tls_secret_without_a_ca_is_an_error_naming_it():
     assert str(error.value).startswith("Secret ldap-tls (ldap.tls.secretName) has no ca.crt: sssd and nslcd need the CA")
 
 
-def test_phpldapadmin_serves_https_and_verifies_the_directory_with_tls(ldap_run):
-    deployment = ldap_run.named("ldap-phpldapadmin").inputs["spec"]["template"]["spec"]
-    (container,) = deployment["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["PHPLDAPADMIN_HTTPS"] == "true" and env["PHPLDAPADMIN_LDAP_CLIENT_TLS_REQCERT"] == "demand"
-    assert container["ports"] == [{"name": "https", "containerPort": 443}]
-    assert deployment["volumes"] == [{"name": "tls", "secret": {"secretName": "ldap-tls"}}]
-    assert ldap_run.named("ldap-phpldapadmin-service").inputs["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
+def test_every_stack_with_ldap_tls_requires_it_of_every_connection():
+    """LDAP_REQUIRE_TLS wherever TLS is on, and the init container that sets the same on a directory the
+    image initialised before (tests/test_services_ldap.py proves both on slapd)."""
+    with_tls = []
+    for stack in example_stacks():
+        config = parse_config(stack_config(stack))
+        pod = ldap_statefulset(config.ldap, "ns")["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        if config.ldap.tls.enabled:
+            with_tls.append(stack)
+            assert env["LDAP_ENABLE_TLS"] == env["LDAP_REQUIRE_TLS"] == "yes", stack
+            (init,) = pod["initContainers"]
+            assert init["image"] == config.ldap.image and init["command"] == ["bash", "-c", require_tls_script()]
+            assert {"name": "data", "mountPath": "/bitnami/openldap"} in init["volumeMounts"] and init["resources"]["limits"]
+        else:
+            assert "LDAP_REQUIRE_TLS" not in env and "initContainers" not in pod, stack
+    assert {"prod-hanoi", "staging-hanoi", "staging-hangzhou"} <= set(with_tls)
 
 
 def test_ldap_seed_creates_the_read_only_account_with_a_hashed_password(ldap_run):

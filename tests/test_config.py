@@ -172,8 +172,13 @@ INVALID = [
         "slurm-platform:ldap.tls.enabled: must be true in production: the clients' bind password would cross the pod network in clear",
     ),
     (
-        {"environment": "prod", "ldap": {"phpLdapAdmin": True}},
-        "slurm-platform:ldap.phpLdapAdmin: serves the directory's admin login over plain HTTP without ldap.tls",
+        {"ldap": {"phpLdapAdmin": True}},
+        "slurm-platform:ldap.phpLdapAdmin: phpLDAPadmin is no longer deployed (an unmaintained 2020 image holding the LDAP "
+        "server's TLS key); remove the key. Users and groups come from `tenants`",
+    ),
+    (
+        {"ldap": {"phpLdapAdminImage": "docker.io/osixia/phpldapadmin:0.9.0"}},
+        "slurm-platform:ldap.phpLdapAdminImage: phpLDAPadmin is no longer deployed",
     ),
     (
         {"kubernetes": {"renderYamlToDirectory": "out"}, "ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}},

@@ -29,7 +29,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.config import ConfigError, PlatformConfig, parse_config
-from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, php_ldap_admin_deployment, sssd_conf
+from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, sssd_conf
 from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest
@@ -211,7 +211,7 @@ def test_config_and_policy_agree_on_exposure(stack, login, top, refused_expected
 # ldap-requires-tls
 
 
-def test_ldap_requires_tls_on_the_client_config_and_phpldapadmin():
+def test_ldap_requires_tls_on_the_client_config_and_the_server():
     plain = parse_config(stack_config("dev")).ldap
     tls = parse_config(stack_config("prod-hanoi")).ldap
     for ldap, found in ((plain, 1), (tls, 0)):
@@ -225,9 +225,21 @@ def test_ldap_requires_tls_on_the_client_config_and_phpldapadmin():
         ),
         "ConfigMap c points the LDAP clients at ldap://ldap-service:389: binds and lookups cross the network unencrypted",
     )
-    php = dict(php_ldap_admin_deployment(plain.model_copy(update={"php_ldap_admin": True}), "fpt-hpc"))
-    one(check("ldap-requires-tls", resource(DEPLOYMENT, php)), "fpt-hpc/phpldapadmin runs phpLDAPadmin over plain HTTP")
-    assert check("ldap-requires-tls", resource(DEPLOYMENT, php_ldap_admin_deployment(tls, "fpt-hpc"))) == []
+    # The server: with TLS, TLS required; without TLS there is nothing to require.
+    assert check("ldap-requires-tls", resource(STATEFUL_SET, ldap_statefulset(tls, "fpt-hpc"))) == []
+    assert check("ldap-requires-tls", resource(STATEFUL_SET, ldap_statefulset(plain, "fpt-hpc"))) == []
+    lenient = ldap_statefulset(tls, "fpt-hpc")
+    container = lenient["spec"]["template"]["spec"]["containers"][0]
+    required = [e for e in container["env"] if e["name"] == "LDAP_REQUIRE_TLS"]
+    assert required == [{"name": "LDAP_REQUIRE_TLS", "value": "yes"}]
+    for value in ("no", None):
+        container["env"] = [e for e in container["env"] if e["name"] != "LDAP_REQUIRE_TLS"] + (
+            [{"name": "LDAP_REQUIRE_TLS", "value": value}] if value else []
+        )
+        one(
+            check("ldap-requires-tls", resource(STATEFUL_SET, lenient)),
+            "fpt-hpc/ldap serves LDAP with TLS but does not require it (spec.template.spec container openldap, LDAP_REQUIRE_TLS is not yes)",
+        )
 
 
 @pytest.mark.parametrize("stack", ["prod-hanoi", "prod-hcm", "prod-hoalac", "prod-hangzhou"])
@@ -249,7 +261,7 @@ def test_config_and_policy_agree_on_ldap_tls(stack, tls):
         assert violations == []
     else:
         # The clients' ConfigMap points at ldap://: the read-only bind would cross the network in clear.
-        assert violations and all("binds and lookups cross the network unencrypted" in v or "phpLDAPadmin over plain HTTP" in v for v in violations)
+        assert violations and all("binds and lookups cross the network unencrypted" in v for v in violations)
         assert any("points the LDAP clients at ldap://" in v for v in violations), violations
 
 
@@ -1000,8 +1012,7 @@ def test_secrets_accept_certificates_in_config_maps():
 
 def test_secrets_accept_our_ldap_workloads(hanoi):
     server = ldap_statefulset(hanoi.ldap, "fpt-hpc")
-    admin = php_ldap_admin_deployment(hanoi.ldap, "fpt-hpc")
-    assert check("no-secrets-in-plain-config", resource(STATEFUL_SET, server), resource(DEPLOYMENT, admin)) == []
+    assert check("no-secrets-in-plain-config", resource(STATEFUL_SET, server)) == []
 
 
 def test_secrets_reject_a_literal_password_env(hanoi):
@@ -1242,18 +1253,18 @@ def test_every_example_stack_passes_its_policy_config(mocked_stacks, stack_name)
 
 def test_prod_hanoi_demand_and_quota(mocked_stacks):
     resources = mocked_stacks["prod-hanoi"]
-    assert {CHART, PV, SERVICE, DEPLOYMENT} <= {r.resource_type for r in resources}
+    assert {CHART, PV, SERVICE, STATEFUL_SET} <= {r.resource_type for r in resources}
     totals = stack_demand(resources).totals
-    # SlurmCluster 1357.25 (see above) + LDAP 0.1 + phpLDAPadmin 0.05
-    assert totals["vcpu"] == pytest.approx(1357.4)
-    assert totals["memoryGi"] == pytest.approx(4 + 12 * 1224 + 2 * (9 + 500 / 1024) + 1.25 + 4 + 1 + 0.25 + 0.125)
+    # SlurmCluster 1357.25 (see above) + LDAP 0.1
+    assert totals["vcpu"] == pytest.approx(1357.35)
+    assert totals["memoryGi"] == pytest.approx(4 + 12 * 1224 + 2 * (9 + 500 / 1024) + 1.25 + 4 + 1 + 0.25)
     assert totals["gpus"] == 96
     assert totals["storageGi"] == pytest.approx(2048 + 10 + 500 + 12 * 120 + 50 + 8)
     assert totals["pvcs"] == 3 + 12 + 1 + 1 and totals["loadBalancers"] == 1
     quota = config_for("prod-hanoi", "slurm-region-quota")["quotas"]["hanoi"]
     assert all(totals[dimension] <= allowed for dimension, allowed in quota.items())
     tight = {"region": "hanoi", "quotas": {"hanoi": {**quota, "vcpu": 1300, "gpus": 88}}}
-    one(check("slurm-region-quota", *resources, config=tight), "vcpu: asked 1357.4 > allowed 1300", "gpus: asked 96 > allowed 88")
+    one(check("slurm-region-quota", *resources, config=tight), "vcpu: asked 1357.35 > allowed 1300", "gpus: asked 96 > allowed 88")
 
 
 def test_the_mocked_program_trips_the_pack_when_it_goes_wrong(mocked_runs):

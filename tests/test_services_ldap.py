@@ -1,12 +1,15 @@
 """Real OpenLDAP (Debian's slapd, ldap-utils, nslcd, sssd) on what the program renders
 (tests/services.py `LdapLab`): slapd configured as the rendered StatefulSet's environment
 asks the image to be, loaded with the rendered seed LDIF and ACL script; the read-only
-account, anonymous and admin binds; and each operator's rendered client config (sssd for
-soperator 4.1.7 and Slinky, nslcd for ACK) resolving a seeded user and its groups."""
+account, anonymous and admin binds; with TLS, no bind without it (LDAP_REQUIRE_TLS, and the
+require-tls init container for a directory initialised before); and each operator's
+rendered client config (sssd for soperator 4.1.7 and Slinky, nslcd for ACK) resolving a
+seeded user and its groups."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -34,14 +37,20 @@ def service_host(config) -> str:
     return f"{ldap.SERVICE_NAME}.{config.cluster.namespace}.svc.cluster.local"
 
 
-def start_directory(stack: str, overrides: dict) -> tuple[LdapLab, PlatformConfig]:
-    """A directory for `stack`'s LDAP config, seeded with the lab's tenants (their users and groups)."""
+def start_directory(stack: str, overrides: dict, dropped_env: tuple[str, ...] = ()) -> tuple[LdapLab, PlatformConfig]:
+    """A directory for `stack`'s LDAP config (less the server's `dropped_env`), seeded with the lab's
+    tenants (their users and groups)."""
     config = parse_config({**stack_config(stack), **overrides})
     namespace = config.cluster.namespace
     # Not under pytest's 0700 temporary directory: slapd and nslcd drop to their own users.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-ldap-"))
     root.chmod(0o755)
-    lab = LdapLab(root, ldap.ldap_statefulset(config.ldap, namespace), ADMIN_PASSWORD, service_host(config))
+    statefulset = ldap.ldap_statefulset(config.ldap, namespace)
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    kept = [entry for entry in container["env"] if entry["name"] not in dropped_env]
+    assert len(kept) == len(container["env"]) - len(dropped_env), f"the server renders no {dropped_env}"
+    container["env"] = kept
+    lab = LdapLab(root, statefulset, ADMIN_PASSWORD, service_host(config))
     seed = ldap.seed_ldif(config.ldap, ldap.ssha512(READONLY_PASSWORD, "0123456789abcdef"), LAB_TENANTS)
     lab.load(seed, {"acl.sh": ldap.acl_init_script(config.ldap)})
     return lab, config
@@ -106,6 +115,90 @@ def test_anonymous_binds_are_refused_and_the_admin_writes(directory):
     lab.ldap("ldapmodify", bind=(lab.admin_dn, ADMIN_PASSWORD), input=change)
     shown = lab.ldap("ldapsearch", "-LLL", "-b", f"uid=alice,ou=users,{config.ldap.base_dn}", "loginShell", bind=(lab.admin_dn, ADMIN_PASSWORD))
     assert "loginShell: /bin/zsh" in shown.stdout
+
+
+# A stack with ldap.tls (soperator 4.1.7's staging rehearsal of production).
+TLS_STACK = "staging-hanoi"
+
+
+def whoami(lab: LdapLab, url: str, dn: str, password: str, *options: str):
+    """A simple bind as a client does it: the certificate checked against the lab's CA and the name it was issued for."""
+    return lab.run(
+        "env", f"LDAPTLS_CACERT={lab.root / 'tls' / 'ca.crt'}", "ldapwhoami", "-x", "-H", url, *options, "-D", dn, "-w", password, check=False
+    )
+
+
+def binds(lab: LdapLab, config: PlatformConfig) -> dict[str, int]:
+    """The read-only account's bind over each way in, by its exit status (13: confidentiality required)."""
+    host = service_host(config)
+    readonly = (ldap.readonly_dn(config.ldap), READONLY_PASSWORD)
+    results = {
+        "cleartext": whoami(lab, f"ldap://{host}:{lab.ldap_port}", *readonly),
+        "StartTLS": whoami(lab, f"ldap://{host}:{lab.ldap_port}", *readonly, "-ZZ"),
+        "ldaps": whoami(lab, f"ldaps://{host}:{lab.port}", *readonly),
+        "admin, cleartext": whoami(lab, f"ldap://{host}:{lab.ldap_port}", lab.admin_dn, ADMIN_PASSWORD),
+    }
+    for way, result in results.items():
+        if result.returncode == 0:
+            assert result.stdout.strip().lower().startswith("dn:"), (way, result.stdout)
+        else:
+            assert result.returncode == 13 and "Confidentiality required" in result.stderr, (way, result.stdout + result.stderr)
+    return {way: result.returncode for way, result in results.items()}
+
+
+@pytest.fixture
+def tls_directory():
+    require_packages()
+    made: list[LdapLab] = []
+
+    def start(dropped_env: tuple[str, ...] = ()) -> tuple[LdapLab, PlatformConfig]:
+        lab, config = start_directory(TLS_STACK, {}, dropped_env)
+        made.append(lab)
+        lab.add_hosts([service_host(config)])
+        return lab, config
+
+    yield start
+    for lab in made:
+        lab.close()
+        shutil.rmtree(lab.root)
+
+
+def test_with_tls_a_cleartext_bind_is_refused_and_starttls_and_ldaps_binds_work(tls_directory):
+    lab, config = tls_directory()
+    assert config.ldap.tls.enabled
+    assert binds(lab, config) == {"cleartext": 13, "StartTLS": 0, "ldaps": 0, "admin, cleartext": 13}
+
+
+def test_a_directory_initialised_without_tls_required_gets_it_from_the_init_container(tls_directory):
+    # What the stacks' directories were initialised with before LDAP_REQUIRE_TLS: the image never rereads it.
+    lab, config = tls_directory(dropped_env=("LDAP_REQUIRE_TLS",))
+    assert binds(lab, config) == {"cleartext": 0, "StartTLS": 0, "ldaps": 0, "admin, cleartext": 0}
+    pod = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (data,) = [m for m in init["volumeMounts"] if m["name"] == "data"]
+    assert init["image"] == pod["containers"][0]["image"] and ldap.ONLINE_CONF_DIR.startswith(data["mountPath"] + "/")
+    command = [part.replace(ldap.ONLINE_CONF_DIR, str(lab.config_dir)) for part in init["command"]]
+    # The pod restarts: slapd stops, the init container runs as slapd's user, slapd starts again.
+    lab.stop("slapd")
+    lab.run(*command, user="openldap")
+    lab.slapd()
+    assert binds(lab, config) == {"cleartext": 13, "StartTLS": 0, "ldaps": 0, "admin, cleartext": 13}
+    # Every later start runs it again: nothing changes.
+    lab.stop("slapd")
+    lab.run(*command, user="openldap")
+    lab.slapd()
+    assert binds(lab, config)["cleartext"] == 13
+
+
+def test_on_a_new_volume_the_init_container_leaves_the_first_start_to_the_image(tmp_path):
+    require_packages()
+    config = parse_config(stack_config(TLS_STACK))
+    (init,) = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]["initContainers"]
+    empty = tmp_path / "slapd.d"
+    empty.mkdir()
+    command = [part.replace(ldap.ONLINE_CONF_DIR, str(empty)) for part in init["command"]]
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 0
+    assert list(empty.iterdir()) == []
 
 
 @pytest.mark.parametrize("operator", CLIENTS)

@@ -214,14 +214,76 @@ def test_the_setup_action_stops_a_job_with_an_empty_credential(tmp_path):
 # --- who gets production credentials -------------------------------------------------
 
 
-def test_pull_requests_get_production_credentials_only_through_reviewed_environments():
-    runs = stack_jobs("preview.yml")
-    for _job, _, stack, environment, _ in runs:
-        if stack in PRODUCTION:
-            assert environment == f"{stack}-preview", f"PR preview of {stack} must wait for a reviewer ({environment})"
-    readme = (ROOT / "README.md").read_text()
-    for stack in PRODUCTION:
-        assert re.search(rf"`{stack}-preview`[^\n]*required reviewers", readme), stack
+def environment_protections(readme: str) -> dict[str, str]:
+    """Each GitHub Environment of the README's one-time setup, with what its table says protects it."""
+    setup = readme[readme.index("### One-time setup per stack") :]
+    header = re.search(r"^\s*\| environment \| protection \| used by \|\n\s*\|[-| ]+\|\n((?:\s*\|.*\|\n)+)", setup, re.MULTILINE)
+    assert header, "the README's setup has no environment table"
+    protections = {}
+    for row in header.group(1).splitlines():
+        names, protection, _used_by = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        protections.update(dict.fromkeys(re.findall(r"`([^`]+)`", names), protection))
+    return protections
+
+
+# What a job given a credential must wait for: pull request code, a reviewer other than the pusher;
+# everything else, code on main.
+REVIEWED = ("required reviewers", "prevent self-review")
+MAIN_ONLY = ("deployment branches: `main` only",)
+
+
+def unprotected_credentials(workflow: dict[str, Any], protections: dict[str, str]) -> list[str]:
+    """Every way `workflow` hands a credential to code its environment's protection does not gate."""
+    problems = []
+    if any(credential_secrets(value) for value in (workflow.get("env") or {}).values()):
+        problems.append("the workflow-level env carries a credential into every job")
+    pull_requests = bool({"pull_request", "pull_request_target"} & set(workflow["on"]))
+    for name, job in workflow["jobs"].items():
+        if not credential_secrets(job):
+            continue
+        required = REVIEWED if pull_requests else MAIN_ONLY
+        if "environment" not in job:
+            problems.append(f"{name}: gets {sorted(credential_secrets(job))} outside any environment (a repository secret)")
+            continue
+        for matrix in job_stacks(job):
+            environment = resolve(job["environment"], matrix)
+            protection = protections.get(environment, "").lower()
+            missing = [rule for rule in required if rule.lower() not in protection]
+            if missing:
+                problems.append(f"{name}: environment {environment} ({protection or 'not in the setup'}) lacks {', '.join(missing)}")
+    return problems
+
+
+def test_every_credential_waits_for_a_reviewer_or_for_main():
+    protections = environment_protections((ROOT / "README.md").read_text())
+    assert {f"{stack}-preview" for stack in DEPLOYED_STACKS} | set(DEPLOYED_STACKS) <= set(protections)
+    checked = 0
+    for path in WORKFLOWS:
+        assert unprotected_credentials(load(path), protections) == [], path.name
+        checked += sum(1 for job in load(path)["jobs"].values() if credential_secrets(job))
+    assert checked == 4  # preview, deploy's dev and production, drift
+
+
+def test_the_protection_check_catches_an_unreviewed_preview_and_a_repository_secret():
+    protections = environment_protections((ROOT / "README.md").read_text())
+    workflow = load(WORKFLOW_DIR / "preview.yml")
+    # The setup as it was: dev's previews ran PR code with the passphrase and bucket key, no reviewer.
+    old = {**protections, "dev-preview": "none; read-only credentials", "dev-lab-preview": "none; read-only credentials"}
+    assert unprotected_credentials(workflow, old) == [
+        "preview: environment dev-preview (none; read-only credentials) lacks required reviewers, prevent self-review",
+        "preview: environment dev-lab-preview (none; read-only credentials) lacks required reviewers, prevent self-review",
+    ]
+    no_self_review = {name: "required reviewers" for name in protections}
+    assert len(unprotected_credentials(workflow, no_self_review)) == len(DEPLOYED_STACKS)
+    (preview,) = [job for job in workflow["jobs"].values() if "environment" in job]
+    del preview["environment"]
+    (problem,) = unprotected_credentials(workflow, protections)
+    assert problem.startswith(
+        "preview: gets ['BACKEND_ACCESS_KEY_ID', 'BACKEND_SECRET_ACCESS_KEY', 'KUBECONFIG', 'PULUMI_CONFIG_PASSPHRASE'] outside"
+    )
+    drift = load(WORKFLOW_DIR / "drift.yml")
+    drift["env"]["PULUMI_CONFIG_PASSPHRASE"] = "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+    assert unprotected_credentials(drift, protections) == ["the workflow-level env carries a credential into every job"]
 
 
 def test_forks_get_no_preview_and_no_secrets():
@@ -420,3 +482,39 @@ def test_the_pin_check_catches_a_tag(tmp_path):
     )
     pins = action_references(old)
     assert [bool(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses)) for uses, _ in pins] == [False, True]
+
+
+# --- the preview account's cluster side ------------------------------------------------
+
+PREVIEW_ACCESS = ROOT / "ci" / "preview-access.yaml"
+PREVIEW_USER = "system:serviceaccount:ci:pulumi-preview"
+
+
+def test_the_preview_role_names_no_subresource_and_the_policy_covers_every_one():
+    """The file the README has an admin apply (tests/test_kube_preview_access.py runs it on an API server)."""
+    documents = [document for document in yaml.safe_load_all(PREVIEW_ACCESS.read_text()) if document]
+    roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    assert set(roles) == {"pulumi-preview", "pulumi-preview-secrets"}
+    for name, role in roles.items():
+        for rule in role["rules"]:
+            assert "*" not in rule["apiGroups"] and "*" not in rule["verbs"], (name, rule)
+            assert not [resource for resource in rule["resources"] if "/" in resource], (name, rule)
+            assert not {"delete", "deletecollection", "impersonate"} & set(rule["verbs"]), (name, rule)
+            if "*" in rule["resources"]:
+                # Only the operators' own API groups, which serve no pods, tokens or evictions.
+                assert all("." in group and not group.endswith(".k8s.io") for group in rule["apiGroups"]), rule
+            if "secrets" in rule["resources"]:
+                assert name == "pulumi-preview-secrets"
+    cluster_bindings = [d for d in documents if d["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in cluster_bindings] == ["pulumi-preview"]  # Secrets: per namespace only
+    (policy,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicy"]
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["*/*"] and rule["operations"] == ["*"] and rule["apiGroups"] == ["*"]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == f'request.userInfo.username == "{PREVIEW_USER}"'
+    assert [v["expression"] for v in policy["spec"]["validations"]] == ["request.dryRun == true"]
+    (binding,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    readme = (ROOT / "README.md").read_text()
+    assert "kubectl apply --server-side -f ci/preview-access.yaml" in readme[readme.index("### One-time setup per stack") :]

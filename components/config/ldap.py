@@ -17,6 +17,16 @@ class LdapTls(Model):
     secret_name: Optional[DnsSubdomain] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
 
 
+# phpLDAPadmin (issue 31): its image, osixia/phpldapadmin 0.9.0, last built in 2020, served the server's own TLS
+# key to every pod that could reach it, and a web login to the directory's admin is more than the platform needs.
+PHP_LDAP_ADMIN_REMOVED = (
+    "phpLDAPadmin is no longer deployed (an unmaintained 2020 image holding the LDAP server's TLS key); remove the key. "
+    "Users and groups come from `tenants`; for anything else, run ldapmodify in the server pod over ldaps "
+    "(README: LDAP, administering the directory)"
+)
+REMOVED_KEYS = {("ldap", "phpLdapAdmin"): PHP_LDAP_ADMIN_REMOVED, ("ldap", "phpLdapAdminImage"): PHP_LDAP_ADMIN_REMOVED}
+
+
 class LdapConfig(Model):
     enabled: bool = True
     image: ImageReference = Field(
@@ -30,8 +40,6 @@ class LdapConfig(Model):
     storage_size: Quantity = "8Gi"
     storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
     tls: LdapTls = LdapTls()
-    php_ldap_admin: bool = Field(False, description="Deploy phpLDAPadmin (ClusterIP only).")
-    php_ldap_admin_image: ImageReference = "docker.io/osixia/phpldapadmin:0.9.0"
     readonly_username: str = Field(
         "slurm-readonly",
         pattern=r"^[a-z][a-z0-9-]*$",

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ValidationError
 
 from .fields import PROJECT
+from .ldap import REMOVED_KEYS
 from .platform import PlatformConfig
 from .rules import cross_field_problems
 
@@ -106,6 +107,8 @@ def _describe(error: Mapping[str, Any], secret_keys: frozenset[str]) -> str:
     loc = tuple(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
+        if loc in REMOVED_KEYS:
+            return _line(loc, REMOVED_KEYS[loc], error.get("input"), secret_keys)
         return _line(loc, _unknown_key_message(loc), None, secret_keys, show_value=False)
     if error["type"] == "missing":
         return _line(loc, "required but not set", None, secret_keys, show_value=False)

@@ -46,13 +46,6 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
             "set ldap.tls.enabled: true and ldap.tls.secretName (a kubernetes.io/tls Secret with ca.crt)",
             False,
         )
-        if ldap.php_ldap_admin:
-            yield Problem(
-                ("ldap", "phpLdapAdmin"),
-                "serves the directory's admin login over plain HTTP without ldap.tls; in production enable ldap.tls "
-                "(phpLDAPadmin then serves HTTPS and speaks StartTLS) or turn it off",
-                True,
-            )
     accounting = config.slurm.accounting
     if accounting.enabled and accounting.database == "external" and accounting.external is None:
         yield Problem(("slurm", "accounting", "external"), "required when database is 'external' (host, passwordSecretName)")

@@ -239,14 +239,30 @@ no_plain_secrets = ResourceValidationPolicy(
 # ldap-requires-tls
 
 LDAP_CLIENT_FILE = "ldap.conf"
-PHPLDAPADMIN_HTTPS = "PHPLDAPADMIN_HTTPS"
+# bitnami's OpenLDAP image: TLS on, and TLS required of every connection (olcSecurity tls=1). Its yes values.
+LDAP_ENABLE_TLS, LDAP_REQUIRE_TLS = "LDAP_ENABLE_TLS", "LDAP_REQUIRE_TLS"
+BITNAMI_YES = ("1", "yes", "true")
 
 
 def validate_ldap_tls(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """The LDAP clients' URI is ldaps:// (the read-only bind password would otherwise cross the pod
-    network in clear) and phpLDAPadmin serves HTTPS (it takes the directory admin's password)."""
-    where = display(args.props, args.name)
+    """The LDAP clients' URI is ldaps:// (the read-only bind password would otherwise cross the pod network in clear),
+    and an LDAP server with TLS requires it, so that no client keeps working with cleartext binds on port 389."""
+    if args.resource_type in POD_TEMPLATE_TYPES:
+        for field, spec in pod_specs(args.resource_type, args.props):
+            for container in elements(get(spec, "containers")):
+                env = {get(e, "name"): str(get(e, "value", default="")).lower() for e in elements(get(container, "env"))}
+                if env.get(LDAP_ENABLE_TLS) in BITNAMI_YES and env.get(LDAP_REQUIRE_TLS) not in BITNAMI_YES:
+                    report(
+                        violation(
+                            f"{display(args.props, args.name)} serves LDAP with TLS but does not require it ({field} container "
+                            f"{get(container, 'name')}, {LDAP_REQUIRE_TLS} is not yes): cleartext binds on its LDAP port still work",
+                            f"set {LDAP_REQUIRE_TLS}: yes beside {LDAP_ENABLE_TLS} (components/ldap.py renders both)",
+                        ),
+                        None,
+                    )
+        return
     if args.resource_type == CONFIG_MAP:
+        where = display(args.props, args.name)
         text = get(args.props, "data", LDAP_CLIENT_FILE)
         uris = [line.split(None, 1)[1].strip() for line in str(text or "").splitlines() if line.upper().startswith("URI") and len(line.split()) > 1]
         plain = [uri for uri in uris if not uri.lower().startswith("ldaps://")]
@@ -258,26 +274,11 @@ def validate_ldap_tls(args: ResourceValidationArgs, report: ReportViolation) -> 
                 ),
                 None,
             )
-        return
-    if args.resource_type not in POD_TEMPLATE_TYPES:
-        return
-    for field, spec in pod_specs(args.resource_type, args.props):
-        for container in elements(get(spec, "containers")):
-            for env in elements(get(container, "env")):
-                if get(env, "name") == PHPLDAPADMIN_HTTPS and str(get(env, "value", default="")).lower() != "true":
-                    report(
-                        violation(
-                            f"{where} runs phpLDAPadmin over plain HTTP ({field} container {get(container, 'name')}): "
-                            "the directory admin's password would cross the network in clear",
-                            "set ldap.tls.enabled: true (phpLDAPadmin then serves HTTPS), or ldap.phpLdapAdmin: false",
-                        ),
-                        None,
-                    )
 
 
 ldap_requires_tls = ResourceValidationPolicy(
     name="ldap-requires-tls",
-    description="LDAP clients connect with ldaps:// and phpLDAPadmin serves HTTPS (the stack config requires both in prod).",
+    description="LDAP clients connect with ldaps://, and an LDAP server with TLS requires it (the stack config requires TLS in prod).",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_ldap_tls,
 )
