@@ -33,7 +33,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview schema benchmark
+.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight schema benchmark
 
 venv: $(STAMP)
 
@@ -112,6 +112,11 @@ preview: $(STAMP) $(POLICY_STAMP) toolchain
 	pulumi preview --diff --stack $(STACK) --non-interactive --parallel $(PARALLEL) \
 		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
+# What the live cluster of the stack's kubeconfig context lacks, before `up` (tools/preflight.py): reads only;
+# exits 1 naming each failing check and its fix. The kwok stack's control plane is scripts/kube-local.sh's.
+preflight: $(STAMP)
+	$(if $(filter kwok,$(STACK)),KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") $(PYTHON) -m tools.preflight --stack $(STACK)
+
 # Writes config.schema.json, stack.schema.json and policies/config/<stack>.json; a failure leaves each as it was.
 schema: $(STAMP)
 	$(PYTHON) -m tools.schema
@@ -121,3 +126,4 @@ benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/tenant_cells.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
+	$(PYTHON) benchmarks/preflight.py

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from . import warn
+from .capacity_map import capacity_map
 from .config import PlatformConfig
 from .kueue import Kueue
 from .ldap import LdapDirectory
@@ -98,6 +99,10 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.operators.kueue.enabled
         else None
     )
+    layout = capacity_map(config) if config.tenants else None
+    if layout:
+        # Every preview prints it; the output's diff shows a reviewer what a tenants change moves.
+        pulumi.log.info(layout)
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
@@ -124,6 +129,6 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "installedCharts": operators.installed,
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
-        **({"tenants": tenants.summary} if tenants else {}),
+        **({"tenants": tenants.summary, "capacityMap": pulumi.Output.from_input(layout)} if tenants else {}),
         **({"kueueQueues": kueue.queues} if kueue else {}),
     }

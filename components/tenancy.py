@@ -147,13 +147,23 @@ def reservation_partition(config: PlatformConfig, pool: NodePoolConfig) -> Optio
     return ranked[0].name if ranked else None
 
 
+def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = False) -> list[cell_fit.CellRequest]:
+    """The tenants' cells on `pool`: Slurm's (`cells`), or Kueue's (`kueueCells`)."""
+    return [
+        cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
+        for t in config.tenants
+        for c in (t.kueue_cells if kueue else t.cells)
+        if c.pool == pool.name
+    ]
+
+
 def reservations(config: PlatformConfig) -> list[Reservation]:
     """Per pool, a reservation for each tenant with nodes of its own in the placement of every cell."""
     module = operator_module(config)
     oppo = [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
     found = []
     for pool in config.gpu_pools:
-        requests = [cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells) for t in config.tenants for c in t.cells if c.pool == pool.name]
+        requests = cell_requests(config, pool)
         partition = reservation_partition(config, pool)
         if not requests or (config.partitions and partition is None):
             continue  # no cells here, or no partition holds the pool (no job runs there)

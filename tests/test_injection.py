@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from slurm_rules import kube_rules
 
-from components.config import ConfigError, parse_config
+from components.config import PROJECT, ConfigError, parse_config
 from components.platform import build_platform
 from tests.config_walk import KEY, VALUE, Loc, StringField, locate, string_fields, with_value
-from tests.harness import PROJECT, Run, run_under_mocks, stack_config
+from tests.harness import Run, run_under_mocks, stack_config
 from tests.test_bad_config import KEY as SSH_KEY
 from tests.test_bad_config import _set
 

@@ -358,6 +358,18 @@ def test_a_deploy_fails_unless_the_slurm_cluster_is_available():
         assert resolve(check["with"]["stack"], matrix) == stack
 
 
+def test_a_deploy_runs_its_stacks_preflight_right_before_the_up():
+    """A cluster that lacks something stops the deploy before anything changes (tools/preflight.py)."""
+    jobs = stack_jobs("deploy.yml")
+    for job, matrix, stack, _, steps in jobs:
+        (up,) = [i for i, step in enumerate(steps) if step_uses(step, "pulumi/actions@")]
+        preflight = steps[up - 1]
+        assert preflight["run"] == 'make preflight STACK="$STACK"', job
+        assert resolve(preflight["env"]["STACK"], matrix) == stack
+        assert preflight["env"]["KUBECONFIG"] == steps[up]["env"]["KUBECONFIG"]
+        assert not credential_secrets(preflight), job
+
+
 def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_path):
     (step,) = load(ROOT / ".github" / "actions" / "slurm-available" / "action.yml")["runs"]["steps"]
     fake_pulumi = tmp_path / "pulumi"

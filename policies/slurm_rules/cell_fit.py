@@ -90,41 +90,61 @@ def placement(nodes: int, gpus_per_node: int, counts: Mapping[int, int]) -> Opti
     return None if packed is None else layout + packed + [()] * (nodes - len(layout) - len(packed))
 
 
-def owned_nodes(nodes: int, gpus_per_node: int, requests: Sequence[CellRequest]) -> dict[str, int]:
-    """For one pool's requests: how many nodes hold one tenant's cells and nobody else's, by tenant,
-    in a placement of every cell (empty when none exists). Slurm reserves those nodes for their tenant
-    (components/tenancy.py); a node shared by two tenants' cells is protected by their counts only.
-    Each tenant's smaller cells are first packed apart; only when that takes more nodes than the pool
-    has do tenants share nodes, and then a node of the pool-wide placement that one tenant's remaining
-    cells fill alone is that tenant's."""
-    owned: dict[str, int] = {}
+def node_cells(nodes: int, gpus_per_node: int, requests: Sequence[CellRequest]) -> Optional[list[tuple[tuple[str, int], ...]]]:
+    """For one pool's requests: a placement of every cell, node by node, as the (tenant, cell size)
+    pairs each node holds (a whole-node cell on each of its nodes), empty nodes last; None when no
+    placement exists. Each tenant's smaller cells are first packed on nodes of their own; only when
+    that takes more nodes than the pool has do tenants share nodes, and then each node of the
+    pool-wide placement goes to a tenant whose remaining cells fill it alone, where one does.
+    The reservations (`owned_nodes`) and the capacity map both read it."""
+    whole: list[tuple[tuple[str, int], ...]] = []
     small: dict[str, Counter[int]] = {}
     totals: Counter[int] = Counter()
     for request in requests:
-        owned.setdefault(request.tenant, 0)
         totals[request.gpus_per_cell] += request.cells
         if request.gpus_per_cell >= gpus_per_node:
-            owned[request.tenant] += request.gpus_per_cell // gpus_per_node * request.cells
+            whole += [((request.tenant, request.gpus_per_cell),)] * (request.gpus_per_cell // gpus_per_node * request.cells)
         else:
             small.setdefault(request.tenant, Counter())[request.gpus_per_cell] += request.cells
     layout = placement(nodes, gpus_per_node, totals)
     if layout is None:
-        return {}
-    free = nodes - sum(owned.values())
+        return None
+    free = nodes - len(whole)
     apart = {tenant: _pack(free, gpus_per_node, counts) for tenant, counts in small.items()}
+    placed = list(whole)
     if all(bins is not None for bins in apart.values()) and sum(len(bins or []) for bins in apart.values()) <= free:
-        return {tenant: count + len(apart.get(tenant) or []) for tenant, count in owned.items()}
+        placed += [tuple((tenant, size) for size in node) for tenant, bins in apart.items() for node in bins or []]
+        return placed + [()] * (nodes - len(placed))
     left = {tenant: Counter(counts) for tenant, counts in small.items()}
-    # The pool-wide placement's nodes of smaller cells (its whole-node cells are counted above).
+    # The pool-wide placement's nodes of smaller cells (its whole-node cells are placed above).
     for node in (node for node in layout if node and max(node) < gpus_per_node):
         cells = Counter(node)
         owner = next((tenant for tenant, counts in left.items() if not cells - counts), None)
         if owner is not None:
-            owned[owner] += 1
             left[owner] -= cells
+            placed.append(tuple((owner, size) for size in node))
             continue
+        shared = []
         for size in node:  # a shared node: its cells come off whoever still has cells of that size
-            left[next(tenant for tenant, counts in left.items() if counts[size])][size] -= 1
+            tenant = next(tenant for tenant, counts in left.items() if counts[size])
+            left[tenant][size] -= 1
+            shared.append((tenant, size))
+        placed.append(tuple(shared))
+    return placed + [()] * (nodes - len(placed))
+
+
+def owned_nodes(nodes: int, gpus_per_node: int, requests: Sequence[CellRequest]) -> dict[str, int]:
+    """For one pool's requests: how many nodes hold one tenant's cells and nobody else's, by tenant,
+    in `node_cells`' placement (empty when none exists). Slurm reserves those nodes for their tenant
+    (components/tenancy.py); a node shared by two tenants' cells is protected by their counts only."""
+    layout = node_cells(nodes, gpus_per_node, requests)
+    if layout is None:
+        return {}
+    owned = {request.tenant: 0 for request in requests}
+    for node in layout:
+        tenants = {tenant for tenant, _ in node}
+        if len(tenants) == 1:
+            owned[tenants.pop()] += 1
     return owned
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Optional, Union
 
-from kubernetes.utils.quantity import parse_quantity as _client_parse_quantity  # type: ignore[import-untyped]
+from kubernetes.utils.quantity import parse_quantity as _client_parse_quantity
 
 # --- names (apimachinery validation.go) ------------------------------------------------
 
