@@ -101,7 +101,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     )
     layout = capacity_map(config) if config.tenants else None
     if layout:
-        # Every preview prints it; the output's diff shows a reviewer what a tenants change moves.
+        # Every preview prints it (its diagnostics); the output, a line per element (the CLI cuts a long
+        # string short), shows a reviewer line by line what a tenants change moves.
         pulumi.log.info(layout)
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
@@ -129,6 +130,6 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "installedCharts": operators.installed,
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
-        **({"tenants": tenants.summary, "capacityMap": pulumi.Output.from_input(layout)} if tenants else {}),
+        **({"tenants": tenants.summary, "capacityMap": pulumi.Output.from_input(layout.splitlines() if layout else [])} if tenants else {}),
         **({"kueueQueues": kueue.queues} if kueue else {}),
     }

@@ -156,15 +156,18 @@ def test_policy_pack_judges_the_tenants_cells_under_the_engine(ws):
 
 
 def test_every_preview_shows_the_tenants_capacity_map_and_a_changed_layout_changes_it(ws):
-    """On the tenants stack brought up above: the map is printed by every preview, and a tenants change
-    shows in the `capacityMap` output's diff, as the CI comment carries it."""
-    unchanged = ws.pulumi("preview", "--diff", stack="tenants").stdout
-    assert "pool gpu: 8 GPUs per node; 12 Slurm workers" in unchanged
-    assert re.search(r"slurm +1-2 +team-a 8 +reservation cells\.gpu\.team-a", unchanged)
-    assert re.search(r"slurm +3-4 +team-b 4\+4 +reservation cells\.gpu\.team-b", unchanged)
+    """On the tenants stack brought up above: every preview prints the map (diagnostics: stderr under
+    --diff), and a tenants change shows line by line in the `capacityMap` output's diff."""
+    unchanged = ws.pulumi("preview", "--diff", stack="tenants")
+    printed = unchanged.stdout + unchanged.stderr
+    assert "pool gpu: 8 GPUs per node; 12 Slurm workers" in printed
+    assert re.search(r"slurm +1-2 +team-a 8 +reservation cells\.gpu\.team-a", printed)
+    assert re.search(r"slurm +3-4 +team-b 4\+4 +reservation cells\.gpu\.team-b", printed)
     with ws.config_set("tenants[1].cells[0].cells", "3", stack="tenants"):
-        changed = ws.pulumi("preview", "--diff", stack="tenants").stdout
-    # The output's diff: team-b's second node goes from two cells to one.
-    assert "capacityMap" in changed
-    assert re.search(r"slurm +4 +team-b 4, free 4", changed)
-    assert "free: 64 of 96 GPUs on Slurm workers" in unchanged and "free: 68 of 96 GPUs on Slurm workers" in changed
+        changed = ws.pulumi("preview", "--diff", stack="tenants")
+    # The output's diff, as the CI comment carries it: team-b's second node goes from two cells to one.
+    outputs = changed.stdout.rsplit("--outputs:--", 1)[1]
+    assert re.search(r"~ capacityMap\s*: \[", outputs)
+    assert re.search(r'"  slurm  3-4 +team-b 4\+4 +reservation cells\.gpu\.team-b" => "  slurm  3 +team-b 4\+4 ', outputs)
+    assert re.search(r'"  slurm  4 +team-b 4, free 4 +reservation cells\.gpu\.team-b"', outputs)
+    assert "free: 68 of 96 GPUs on Slurm workers" in changed.stdout + changed.stderr

@@ -15,16 +15,22 @@ from typing import Any
 from components.config import parse_config
 from scripts.kwok_nodes import kwok_nodes
 from tests.harness import ROOT, stack_config
-from tests.kube import KWOK_STACK, LocalCluster
+from tests.kube import KWOK_STACK, LocalCluster, wait_until
 from tools.preflight import Check, LiveCluster, run_checks, stack_needs
 
 NAMESPACE = "fpt-hpc"
+# scripts/kube-local.sh installs it with the control plane, as a portal would.
+SLURM_CLUSTER_CRD = "slurmclusters.slurm.nebius.ai"
 NFS_DRIVER = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "nfs.csi.k8s.io"}, "spec": {"attachRequired": False}}
 # A Helm 3 release as Helm stores it: a Secret labelled owner=helm, name=<release>.
 HELM_RELEASE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Secret",
-    "metadata": {"name": "sh.helm.release.v1.soperator.v1", "namespace": "soperator-system", "labels": {"owner": "helm", "name": "soperator"}},
+    "metadata": {
+        "name": "sh.helm.release.v1.network-operator.v1",
+        "namespace": "nvidia-network-operator",
+        "labels": {"owner": "helm", "name": "network-operator"},
+    },
     "type": "helm.sh/release.v1",
 }
 # An object of the stack's, made by hand before it (what the FPT guide has users do).
@@ -46,12 +52,22 @@ def failing(checks: list[Check]) -> dict[str, str]:
 
 
 def lacking_config() -> dict[str, Any]:
-    """The kwok stack with Kueue portal-installed (its CRDs must be there), one pool labelling a node
-    by name, and the GPU pool asking more GPUs per node than its nodes have."""
+    """The kwok stack with soperator portal-installed (its CRD must be there beforehand) and the
+    system pool labelling two nodes by name, one of which does not exist."""
     raw = copy.deepcopy(stack_config(KWOK_STACK))
-    raw["operators"]["kueue"] = {"enabled": True, "install": False}
+    raw["operators"]["soperator"] = {"install": False}
     raw["nodePools"][1]["labelExistingNodes"] = ["kwok-system-0", "system-node-from-the-guide"]
     return raw
+
+
+def nodes_with_four_gpus(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stack's kwok nodes, but the GPU pool's with 4 GPUs where it declares 8, and one system node short."""
+    nodes = [n for n in kwok_nodes(parse_config(raw)) if n["metadata"]["name"] != "kwok-system-1"]
+    for node in nodes:
+        for amounts in node["status"].values():
+            if "nvidia.com/gpu" in amounts:
+                amounts["nvidia.com/gpu"] = "4"
+    return nodes
 
 
 def namespaces(cluster: LocalCluster, *names: str) -> None:
@@ -71,11 +87,9 @@ def viewer_kubeconfig(cluster: LocalCluster, directory: Path) -> Path:
 
 def test_a_bare_cluster_fails_each_check_with_its_fix(cluster, tmp_path):
     raw = lacking_config()
-    # GPU nodes with 4 GPUs where the pool declares 8, and only one of the named system nodes.
-    small = copy.deepcopy(raw)
-    small["nodePools"][0]["gpusPerNode"] = 4
-    cluster.apply([n for n in kwok_nodes(parse_config(small)) if n["metadata"]["name"] != "kwok-system-1"])
-    namespaces(cluster, NAMESPACE, "soperator-system")
+    cluster.kubectl("delete", "crd", SLURM_CLUSTER_CRD)
+    cluster.apply(nodes_with_four_gpus(raw))
+    namespaces(cluster, NAMESPACE, "nvidia-network-operator")
     cluster.apply([HAND_MADE_CLAIM, HELM_RELEASE])
 
     found = failing(preflight(cluster, raw))
@@ -84,19 +98,16 @@ def test_a_bare_cluster_fails_each_check_with_its_fix(cluster, tmp_path):
     gpu = found["node pool gpu"]
     assert "nvidia.com/gpu 4 < 8" in gpu and "kwok-gpu-0" in gpu and "nodePools[0].cpuPerNode/memoryPerNode/gpusPerNode" in gpu
     assert "CSI driver nfs.csi.k8s.io is not installed" in found["storage class slurm-nfs"]
-    kueue_kinds = {s for s in found if s.endswith("(kueue.x-k8s.io/v1beta1)") or s.endswith("(kueue.x-k8s.io/v1alpha1)")}
-    assert {"ResourceFlavor (kueue.x-k8s.io/v1beta1)", "WorkloadPriorityClass (kueue.x-k8s.io/v1beta1)"} <= kueue_kinds
-    assert all("no chart of this stack installs one" in found[s] for s in kueue_kinds)
+    assert "not served: no CRD defines it, and no chart of this stack installs one" in found["SlurmCluster (slurm.nebius.ai/v1)"]
     assert "PersistentVolumeClaim fpt-hpc/controller-spool-pvc" in found["name collisions"]
-    assert "a Helm release 'soperator' is already installed" in found["chart soperator in soperator-system"]
-    # The SlurmCluster's CRD comes with the stack's soperator-crds chart: not a failure.
-    assert not [s for s in found if "SlurmCluster" in s]
+    assert "a Helm release 'network-operator' is already installed" in found["chart network-operator in nvidia-network-operator"]
+    # The NicClusterPolicy's CRD comes with the stack's network-operator chart: not a failure.
+    assert not [s for s in found if "NicClusterPolicy" in s]
 
     denied = failing(preflight(cluster, raw, viewer_kubeconfig(cluster, tmp_path)))["credentials"]
     assert "create persistentvolumeclaims in fpt-hpc" in denied and "create customresourcedefinitions.apiextensions.k8s.io (cluster-wide)" in denied
-    # Kinds the API server does not serve yet are asked for by Kubernetes' own plural guess.
-    assert "create clusterqueues.kueue.x-k8s.io (cluster-wide)" not in denied  # no ClusterQueue without tenants
-    assert "create resourceflavors.kueue.x-k8s.io (cluster-wide)" in denied
+    # A kind the API server does not serve yet is asked for by Kubernetes' own plural guess.
+    assert "create slurmclusters.slurm.nebius.ai in fpt-hpc" in denied
 
 
 def test_the_command_exits_non_zero_and_writes_the_job_summary(cluster, tmp_path):
@@ -115,9 +126,15 @@ def test_the_command_exits_non_zero_and_writes_the_job_summary(cluster, tmp_path
 def test_a_complete_cluster_passes_before_and_after_the_up(cluster, request):
     cluster.kubectl("delete", "pvc", "controller-spool-pvc", "-n", NAMESPACE, "--wait=false")
     cluster.kubectl("patch", "pvc", "controller-spool-pvc", "-n", NAMESPACE, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
-    cluster.kubectl("delete", "secret", HELM_RELEASE["metadata"]["name"], "-n", "soperator-system")
+    cluster.kubectl("delete", "secret", HELM_RELEASE["metadata"]["name"], "-n", "nvidia-network-operator")
     cluster.kubectl("delete", "nodes", "--all")
     cluster.apply([NFS_DRIVER])
+    cluster.kubectl("apply", "--server-side", "--field-manager=kube-local", "-f", str(ROOT / "contracts/soperator/1.14.10"))
+    established = lambda: any(  # noqa: E731
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (cluster.require("crd", SLURM_CLUSTER_CRD).get("status") or {}).get("conditions") or []
+    )
+    wait_until("the SlurmCluster CRD to be Established", established, timeout=30)
     ws = request.getfixturevalue("ws")  # kwok nodes shaped like the kwok stack's pools
 
     before = preflight(cluster, stack_config(KWOK_STACK))
