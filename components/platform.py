@@ -12,6 +12,7 @@ from .config import PlatformConfig
 from .kueue import Kueue
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
+from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
 from .slurm import operator_module
@@ -98,6 +99,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.operators.kueue.enabled
         else None
     )
+    if config.network_policies.enabled:
+        NetworkPolicies("network-policies", config, tenants, opts=in_namespace)
     # What this stack exported last time: the baseline of the preview-time warnings.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:

@@ -34,7 +34,7 @@ from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from . import AccountingClient, KeySecret, Rendered
+from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     SSHD_PORT,
     awaits_address,
@@ -610,3 +610,16 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
     """Each worker group's nodes carry its name as a feature (node_lines)."""
     return pool.name
+
+
+def pod_roles(config: PlatformConfig) -> PodRoles:
+    """Our templates' labels, which the operator copies onto its pods: the head runs slurmctld and sshd
+    (and slurmdbd in the 2024-06 API); workers are the cluster's pods of no other node type (the
+    operator's own node-type label on them, if any, is neither head nor slurmdbd)."""
+    cluster = {CLUSTER_LABEL: config.cluster.name}
+    head = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "head"}}
+    workers = {"matchLabels": cluster, "matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "NotIn", "values": ["head", "slurmdbd"]}]}
+    accounting = None
+    if config.slurm.accounting.enabled:
+        accounting = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "slurmdbd"}} if new_api(config) else head
+    return PodRoles(controller=head, workers=workers, login=head, accounting=accounting)
