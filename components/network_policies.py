@@ -51,7 +51,13 @@ CLOUD_METADATA_ADDRESSES = {"alibaba": ("100.100.100.200/32",), "aws": ("fd00:ec
 # the MariaDB operator's pods).
 DATA_STORES = (APP_LABELS["app.kubernetes.io/name"], ADMIN_LABELS["app.kubernetes.io/name"], "mariadb")
 EVERY_POD: Selector = {}
-SLURM_PODS: Selector = {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "NotIn", "values": list(DATA_STORES)}]}
+# Every other pod, as two selectors: NotIn alone also matches pods without the label by the API's
+# definition, but not in every implementation (cyclonus reads it otherwise), so no reading is left open.
+NAME = "app.kubernetes.io/name"
+SLURM_PODS: tuple[Selector, ...] = (
+    {"matchExpressions": [{"key": NAME, "operator": "Exists"}, {"key": NAME, "operator": "NotIn", "values": list(DATA_STORES)}]},
+    {"matchExpressions": [{"key": NAME, "operator": "DoesNotExist"}]},
+)
 
 
 def tcp(*ports: int) -> list[dict[str, Any]]:
@@ -105,13 +111,17 @@ def dns_egress(config: PlatformConfig) -> list[dict[str, Any]]:
     return [{"to": [KUBE_DNS, *extra], "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}]}]
 
 
-def namespace_baseline(config: PlatformConfig, namespace: str, outside: Selector) -> list[dict[str, Any]]:
+def namespace_baseline(config: PlatformConfig, namespace: str, outside: tuple[Selector, ...]) -> list[dict[str, Any]]:
     """Deny everything, then DNS and the namespace's own pods for every pod, and beyond the cluster for `outside`."""
+    beyond = [{"to": beyond_the_cluster(config)}]
     return [
         policy("default-deny", namespace, EVERY_POD, ingress=[], egress=[]),
         policy("allow-dns", namespace, EVERY_POD, egress=dns_egress(config)),
         policy("allow-egress-in-namespace", namespace, EVERY_POD, egress=[{"to": [{"podSelector": EVERY_POD}]}]),
-        policy("allow-egress-beyond-cluster", namespace, outside, egress=[{"to": beyond_the_cluster(config)}]),
+        *[
+            policy("allow-egress-beyond-cluster" + ("" if index == 0 else f"-{index + 1}"), namespace, pods, egress=beyond)
+            for index, pods in enumerate(outside)
+        ],
     ]
 
 
@@ -121,10 +131,10 @@ def in_namespaces(namespaces: tuple[str, ...]) -> dict[str, Any]:
 
 def slurm_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
     namespace = config.cluster.namespace
-    slurm_pods = {"podSelector": SLURM_PODS}
+    slurm_pods = [{"podSelector": pods} for pods in SLURM_PODS]
     job_peers = [{"podSelector": roles.controller}, {"podSelector": roles.workers}, {"podSelector": roles.login}]
     policies = [
-        policy("allow-slurmctld", namespace, roles.controller, ingress=[{"from": [slurm_pods], "ports": tcp(SLURMCTLD_PORT)}]),
+        policy("allow-slurmctld", namespace, roles.controller, ingress=[{"from": slurm_pods, "ports": tcp(SLURMCTLD_PORT)}]),
         # slurmd's 6818 and every job port: the peers are the ones that run or launch jobs.
         policy("allow-workers", namespace, roles.workers, ingress=[{"from": job_peers}]),
         policy(
@@ -135,9 +145,9 @@ def slurm_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, An
         ),
     ]
     if roles.accounting is not None:
-        policies.append(policy("allow-slurmdbd", namespace, roles.accounting, ingress=[{"from": [slurm_pods], "ports": tcp(SLURMDBD_PORT)}]))
+        policies.append(policy("allow-slurmdbd", namespace, roles.accounting, ingress=[{"from": slurm_pods, "ports": tcp(SLURMDBD_PORT)}]))
     if roles.rest is not None:
-        clients = [slurm_pods, *([in_namespaces(roles.rest_client_namespaces)] if roles.rest_client_namespaces else [])]
+        clients = [*slurm_pods, *([in_namespaces(roles.rest_client_namespaces)] if roles.rest_client_namespaces else [])]
         policies.append(policy("allow-slurmrestd", namespace, roles.rest, ingress=[{"from": clients, "ports": tcp(SLURMRESTD_PORT)}]))
     if roles.database is not None and roles.accounting is not None:
         database_clients = [{"podSelector": roles.accounting}, in_namespaces((config.operators.mariadb_operator.namespace,))]
@@ -175,7 +185,7 @@ def tenant_policies(config: PlatformConfig, namespace: str) -> list[dict[str, An
     """A tenant's pods talk to one another (distributed training) and beyond the cluster; nothing else reaches them."""
     same_namespace = [{"podSelector": EVERY_POD}]
     return [
-        *namespace_baseline(config, namespace, EVERY_POD),
+        *namespace_baseline(config, namespace, (EVERY_POD,)),
         policy("allow-ingress-in-namespace", namespace, EVERY_POD, ingress=[{"from": same_namespace}]),
     ]
 

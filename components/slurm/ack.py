@@ -66,6 +66,9 @@ CRD_RELEASES = (OPERATOR_RELEASE,)
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
 NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
+# Ours on the worker template (the operator copies template labels onto its pods): what the network
+# policies select workers by, whatever node-type label the operator adds.
+ROLE_LABEL = "slurm-platform/role"
 NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
 SLURMDBD_PORT = 6819
 HOME = "/home"
@@ -300,7 +303,8 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
     if pool.taints:
         placement["tolerations"] = pool_tolerations(pool)
-    template = pod_template(config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {})
+    resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))
+    template = pod_template(config, "slurmd", [6818], resources, placement, {ROLE_LABEL: "worker"})
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
 
@@ -614,11 +618,10 @@ def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
 
 def pod_roles(config: PlatformConfig) -> PodRoles:
     """Our templates' labels, which the operator copies onto its pods: the head runs slurmctld and sshd
-    (and slurmdbd in the 2024-06 API); workers are the cluster's pods of no other node type (the
-    operator's own node-type label on them, if any, is neither head nor slurmdbd)."""
+    (and slurmdbd in the 2024-06 API)."""
     cluster = {CLUSTER_LABEL: config.cluster.name}
     head = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "head"}}
-    workers = {"matchLabels": cluster, "matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "NotIn", "values": ["head", "slurmdbd"]}]}
+    workers = {"matchLabels": {**cluster, ROLE_LABEL: "worker"}}
     accounting = None
     if config.slurm.accounting.enabled:
         accounting = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "slurmdbd"}} if new_api(config) else head
