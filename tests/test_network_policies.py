@@ -259,6 +259,13 @@ def test_an_operator_in_the_cluster_namespace_is_refused():
     assert "slurm-platform:operators.mariadbOperator.namespace: is the cluster's namespace" in message and 'got "fpt-hpc"' in message
 
 
+def test_storage_cidrs_cannot_be_everything():
+    raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"storageCidrs": ["10.20.0.0/24", "::/0"]}})
+    message = refusal(raw)
+    assert "slurm-platform:networkPolicies.storageCidrs[1]: would deny pods every address" in message and 'got "::/0"' in message
+    assert "storageCidrs[0]" not in message
+
+
 def test_storage_and_dns_cidrs_must_be_cidrs():
     raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"storageCidrs": ["nfs.example"], "dnsCidrs": ["169.254.20.10"]}})
     message = refusal(raw)

@@ -81,6 +81,13 @@ def network_policy_problems(config: PlatformConfig) -> Iterator[Problem]:
             "networkPolicies.enabled: false and say what stands in for them",
             policies.cni,
         )
+    for index, cidr in enumerate(policies.storage_cidrs):
+        if kube_rules.parse_cidr(cidr).prefixlen == 0:
+            yield Problem(
+                ("networkPolicies", "storageCidrs", index),
+                "would deny pods every address, the internet and the API server included; list the NFS servers' addresses or subnet",
+                cidr,
+            )
     if not policies.storage_cidrs:
         for path, host in nfs_servers(config):
             if not is_address(host):
