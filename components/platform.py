@@ -13,6 +13,7 @@ from .config import PlatformConfig
 from .kueue import Kueue
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
+from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
 from .slurm import operator_module
@@ -99,6 +100,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.operators.kueue.enabled
         else None
     )
+    if config.network_policies.enabled:
+        NetworkPolicies("network-policies", config, tenants, opts=in_namespace)
     layout = capacity_map(config) if config.tenants else None
     if layout:
         # Every preview prints it (its diagnostics); the output, a line per element (the CLI cuts a long

@@ -76,7 +76,15 @@ def kubernetes_errors(manifest: dict[str, Any]) -> list[str]:
 
 # Custom resources with no upstream contract in contracts/ (NVIDIA, Karpenter, MariaDB operator).
 UNCONTRACTED = {"NicClusterPolicy", "NodePool", "MariaDB"}
-BUILTIN_GROUPS = ("apps/", "batch/", "storage.k8s.io/", "rbac.authorization.k8s.io/", "scheduling.k8s.io/", "admissionregistration.k8s.io/")
+BUILTIN_GROUPS = (
+    "apps/",
+    "batch/",
+    "storage.k8s.io/",
+    "rbac.authorization.k8s.io/",
+    "scheduling.k8s.io/",
+    "admissionregistration.k8s.io/",
+    "networking.k8s.io/",
+)
 
 
 def is_builtin(manifest: dict[str, Any]) -> bool:

@@ -352,7 +352,10 @@ def test_keys_of_other_namespaces_are_not_ours_and_pass(monkeypatch):
         ({"storage.jial": {}}, "slurm-platform:storage.jial: unknown key; did you mean jail?"),
         ({"ldap.tls.enabeld": True}, "slurm-platform:ldap.tls.enabeld: unknown key; did you mean enabled?"),
         ({"nodePools[0].gpusPerNod": 8}, "slurm-platform:nodePools[0].gpusPerNod: unknown key; did you mean gpusPerNode?"),
-        ({"zzz": 1}, "slurm-platform:zzz: unknown key (allowed: cloud, cluster, environment, kubernetes, ldap, nodePools, operators, region, slurm,"),
+        (
+            {"zzz": 1},
+            "slurm-platform:zzz: unknown key (allowed: cloud, cluster, environment, kubernetes, ldap, networkPolicies, nodePools, operators, region, slurm,",
+        ),
     ],
 )
 def test_an_unknown_key_names_the_closest_known_one_or_every_allowed_one(changes, line, monkeypatch):

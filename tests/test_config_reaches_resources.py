@@ -195,7 +195,8 @@ def test_mount_paths_are_normalised_in_the_cluster():
 
 def test_operators_sharing_the_cluster_namespace_declare_it_once_protected():
     shared = {name: {"namespace": "fpt-hpc"} for name in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")}
-    run = platform_run(with_changes("prod-hanoi", operators=shared))
+    # The default-deny NetworkPolicies would cut operators off in the cluster's namespace (a config error).
+    run = platform_run(with_changes("prod-hanoi", operators=shared, networkPolicies={"enabled": False}))
     namespaces = run.of_type(NAMESPACE)
     assert [n.inputs["metadata"]["name"] for n in namespaces] == ["fpt-hpc"]
     (namespace,) = namespaces

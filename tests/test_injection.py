@@ -64,6 +64,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "slurm.login.serviceType": "NodePort",
             "slurm.login.allowedSourceRanges": [],
             "slurm.login.sshAddress": "login.hpc.example.internal",
+            "networkPolicies.dnsCidrs": ["169.254.20.10/32"],
         },
     ),
     "soperator 4.1.7": (

@@ -59,7 +59,9 @@ def test_needs_skips_what_is_not_a_kubernetes_object():
     assert needs(run.resources).objects == []
 
 
-@pytest.mark.parametrize(("kind", "resource"), [("ClusterQueue", "clusterqueues"), ("Gateway", "gateways"), ("Policy", "policies"), ("Status", "statuses")])
+@pytest.mark.parametrize(
+    ("kind", "resource"), [("ClusterQueue", "clusterqueues"), ("Gateway", "gateways"), ("Policy", "policies"), ("Status", "statuses")]
+)
 def test_the_plural_is_kubernetes_own_guess(kind, resource):
     # apimachinery's UnsafeGuessKindToResource: -s takes -es, -y becomes -ies (whatever precedes it).
     expected = {"Gateway": "gatewaies"}.get(kind, resource)

@@ -11,6 +11,7 @@ from .charts import OperatorsConfig
 from .cluster import ClusterConfig, KubernetesConfig
 from .fields import Model
 from .ldap import LdapConfig
+from .network import NetworkPoliciesConfig
 from .pools import NodePoolConfig, default_pools
 from .slurm import PartitionConfig, SlurmConfig
 from .slurm_operators import settings_of
@@ -43,6 +44,7 @@ class PlatformConfig(Model):
     operators: OperatorsConfig = OperatorsConfig()
     storage: StorageConfig = StorageConfig()
     ldap: LdapConfig = LdapConfig()
+    network_policies: NetworkPoliciesConfig = NetworkPoliciesConfig()
     slurm: SlurmConfig = SlurmConfig()
     tenants: list[TenantConfig] = Field(
         default_factory=list,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from .charts import chart_problems
 from .fields import Problem, gib_text, plain_number, quantity_value
+from .network import network_policy_problems
 from .platform import PlatformConfig
 from .pools import node_pool_problems
 from .slurm import login_problems, partition_problems
@@ -29,6 +30,7 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _adoption_problems(config)
     yield from login_problems(config)
     yield from tenant_problems(config)
+    yield from network_policy_problems(config)
     ldap = config.ldap
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")

@@ -66,6 +66,24 @@ class AccountingClient:
     munge_image: Optional[str] = None
 
 
+Selector = dict[str, Any]  # a Kubernetes LabelSelector: matchLabels and/or matchExpressions
+
+
+@dataclass(frozen=True)
+class PodRoles:
+    """The pods the operator runs, by what they do: LabelSelectors over the labels the operator puts on
+    them (or ours, in templates it copies). The network policies' allow-lists are built on these."""
+
+    controller: Selector  # slurmctld
+    workers: Selector  # slurmd, every worker group
+    login: Selector  # sshd: users' srun, sbatch, salloc
+    accounting: Optional[Selector] = None  # slurmdbd (None: no accounting)
+    rest: Optional[Selector] = None  # slurmrestd (None: not run)
+    database: Optional[Selector] = None  # the MariaDB operator's accounting database (None: external or none)
+    # Namespaces whose operator controller calls slurmrestd.
+    rest_client_namespaces: tuple[str, ...] = ()
+
+
 class SlurmOperator(Protocol):
     """What every operator module provides (module-level names)."""
 
@@ -94,6 +112,7 @@ class SlurmOperator(Protocol):
     def accounting_client(self, config: PlatformConfig) -> AccountingClient: ...
     # The Slurm node feature the workers of a GPU pool carry (None: one worker group, every node).
     def pool_feature(self, config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]: ...
+    def pod_roles(self, config: PlatformConfig) -> PodRoles: ...
 
 
 def operator_module(config: PlatformConfig) -> SlurmOperator:

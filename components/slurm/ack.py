@@ -36,7 +36,7 @@ from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from . import AccountingClient, KeySecret, Rendered
+from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     SSHD_PORT,
     awaits_address,
@@ -68,6 +68,9 @@ CRD_RELEASES = (OPERATOR_RELEASE,)
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
 NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
+# Ours on the worker template (the operator copies template labels onto its pods): what the network
+# policies select workers by, whatever node-type label the operator adds.
+ROLE_LABEL = "slurm-platform/role"
 NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
 SLURMDBD_PORT = 6819
 HOME = "/home"
@@ -311,7 +314,7 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     # slurmd confines each job in a cgroup of its own (cgroup.conf): that takes a writable /sys/fs/cgroup and,
     # on cgroup v2, loading BPF device filters, which a container gets only privileged (as Slinky's and soperator's slurmd).
     resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))
-    template = pod_template(config, "slurmd", [6818], resources, placement, {}, privileged=True)
+    template = pod_template(config, "slurmd", [6818], resources, placement, {ROLE_LABEL: "worker"}, privileged=True)
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
 
@@ -621,3 +624,15 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
     """Each worker group's nodes carry its name as a feature (node_lines)."""
     return pool.name
+
+
+def pod_roles(config: PlatformConfig) -> PodRoles:
+    """Our templates' labels, which the operator copies onto its pods: the head runs slurmctld and sshd
+    (and slurmdbd in the 2024-06 API)."""
+    cluster = {CLUSTER_LABEL: config.cluster.name}
+    head = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "head"}}
+    workers = {"matchLabels": {**cluster, ROLE_LABEL: "worker"}}
+    accounting = None
+    if config.slurm.accounting.enabled:
+        accounting = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "slurmdbd"}} if new_api(config) else head
+    return PodRoles(controller=head, workers=workers, login=head, accounting=accounting)

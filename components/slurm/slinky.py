@@ -19,7 +19,7 @@ from slurm_rules import confinement
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_CA_FILE, SSSD_SECRET
-from . import AccountingClient, KeySecret, Rendered
+from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     container_resources,
     gpu_resources,
@@ -362,3 +362,24 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
     """A NodeSet's dynamic nodes register with its name as their feature (the partitions' `Nodes=<nodeset>`)."""
     return nodeset_name(pool)
+
+
+def pod_roles(config: PlatformConfig) -> PodRoles:
+    """Slinky's labels (internal/builder/labels): app.kubernetes.io/name per component and the
+    custom resource's name as instance; a NodeSet's pods also carry slinky.slurm.net/cluster, the
+    Controller they join. The MariaDB operator labels its pods mariadb/<MariaDB name>."""
+    n, accounting = names(config), config.slurm.accounting
+
+    def app(name: str, instance: str) -> dict[str, Any]:
+        return {"matchLabels": {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": instance}}
+
+    return PodRoles(
+        controller=app("slurmctld", n["controller"]),
+        workers={"matchLabels": {"app.kubernetes.io/name": "slurmd", "slinky.slurm.net/cluster": n["controller"]}},
+        login=app("login", n["login"]),
+        accounting=app("slurmdbd", n["accounting"]) if accounting.enabled else None,
+        rest=app("slurmrestd", n["restapi"]) if config.slurm.slinky.rest_api else None,
+        database=app("mariadb", n["mariadb"]) if accounting.enabled and uses_mariadb_operator(config) else None,
+        # The operator reads and drains nodes through slurmrestd (internal/controller/slurmclient).
+        rest_client_namespaces=(config.operators.slinky.namespace,),
+    )

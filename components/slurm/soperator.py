@@ -14,7 +14,7 @@ from ..config import PlatformConfig, PodResources
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
-from . import AccountingClient
+from . import AccountingClient, PodRoles, Selector
 from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fields, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
@@ -141,6 +141,32 @@ def slurm_cluster_annotations(config: PlatformConfig) -> dict[str, str]:
 def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
     """Labels soperator puts on login pods (used by our restricted SSH Service)."""
     return {"app.kubernetes.io/component": "login", "app.kubernetes.io/instance": config.cluster.name}
+
+
+def component_selector(config: PlatformConfig, component: str) -> Selector:
+    """soperator's pods of one component (its RenderMatchLabels: instance and component)."""
+    return {"matchLabels": {"app.kubernetes.io/instance": config.cluster.name, "app.kubernetes.io/component": component}}
+
+
+def pod_roles(config: PlatformConfig, worker_component: str, rest_enabled: bool) -> PodRoles:
+    """soperator's components (consts.ComponentType*); the MariaDB it asks the MariaDB operator for is
+    `<cluster>-acct-db` (naming.BuildMariaDbName), whose pods that operator labels mariadb/<name>."""
+    accounting = config.slurm.accounting
+    database = {"matchLabels": {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": f"{config.cluster.name}-acct-db"}}
+    return PodRoles(
+        controller=component_selector(config, "controller"),
+        workers=component_selector(config, worker_component),
+        login=login_selector(config),
+        accounting=component_selector(config, "accounting") if accounting.enabled else None,
+        rest=component_selector(config, "rest") if rest_enabled else None,
+        database=database if accounting.enabled and uses_mariadb_operator(config) else None,
+        # The operator's soperatorchecks controller calls slurmrestd.
+        rest_client_namespaces=(config.operators.soperator.namespace,),
+    )
+
+
+def login_selector(config: PlatformConfig) -> Selector:
+    return {"matchLabels": login_pod_selector(config)}
 
 
 def login_service_name(config: PlatformConfig) -> str:

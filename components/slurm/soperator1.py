@@ -14,7 +14,7 @@ from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_SOURCE
-from . import AccountingClient, KeySecret, Rendered, soperator
+from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
 from .common import SSHD_PORT, resources
 from .soperator import (
     API_VERSION,
@@ -265,3 +265,8 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
     """1.14.10 has one worker group: every Slurm node is the pool's."""
     return None
+
+
+def pod_roles(config: PlatformConfig) -> PodRoles:
+    """1.14.10's workers are the SlurmCluster's own (component worker); it runs no slurmrestd."""
+    return soperator.pod_roles(config, "worker", rest_enabled=False)

@@ -19,7 +19,7 @@ from ..config import NodePoolConfig, PlatformConfig
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
-from . import AccountingClient, KeySecret, Rendered, soperator
+from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
 from .common import (
     gpu_resources,
     no_live_login,
@@ -379,3 +379,8 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
     """The feature each NodeSet declares for its Slurm nodes (`nodeConfig.features`): the pool's name."""
     return nodeset_name(pool)
+
+
+def pod_roles(config: PlatformConfig) -> PodRoles:
+    """4.1.7's workers belong to NodeSets (component nodeset, render/worker/statefulset.go)."""
+    return soperator.pod_roles(config, "nodeset", rest_enabled=rest_node(config)["enabled"])

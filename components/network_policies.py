@@ -1,0 +1,219 @@
+"""A network that says no: default-deny NetworkPolicies (ingress and egress) in the cluster's namespace
+and in every tenant namespace the stack owns, and allow-lists for what talks.
+
+In the cluster's namespace (pods selected through the operator's own labels, `PodRoles`):
+- every pod: DNS to kube-system's kube-dns, and egress to the namespace's pods (their ingress decides);
+- every pod but the data stores (LDAP, MariaDB): egress beyond the cluster's pods, to
+  any address but the cloud's metadata endpoints and the NFS servers (the kubelet mounts NFS from
+  the node; a pod's own NFS client could claim uid 0 against a no_root_squash export). That is the
+  internet for jobs, the API server for pods with a token, an external accounting database;
+- slurmctld 6817, slurmdbd 6819 and slurmrestd 6820 from the Slurm pods of the namespace (every
+  holder of the cluster's key: workers, login, slurmctld, slurmdbd, the tenants Job, the exporters);
+- workers: every port from slurmctld, workers and login: slurmd's 6818, and the job traffic that has
+  no fixed port (srun's step I/O, PMI, MPI and NCCL between workers; no SrunPortRange is rendered);
+- login: SSH 22 from anywhere (the LoadBalancer's source ranges and the cloud's firewall restrict who),
+  and every port from slurmctld and workers (srun's and salloc's callback ports are ephemeral);
+- LDAP (1389/1636 in the pod, 389/636 on its Service) from the pods that run sssd or nslcd;
+- MariaDB 3306 from slurmdbd and the MariaDB operator's namespace.
+In a tenant namespace: DNS, its own pods both ways, and the same egress beyond the cluster.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Optional
+
+import pulumi
+
+from . import child_opts, warn
+from .config import PlatformConfig
+from .config.network import is_address, nfs_servers
+from .declare import declare
+from .ldap import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
+from .slurm import PodRoles, Rendered, Selector, operator_module
+
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
+SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT = 6817, 6818, 6819, 6820
+SSH_PORT = 22
+MARIADB_PORT = 3306
+DNS_PORT = 53
+# The kube-dns pods (CoreDNS keeps the label) in kube-system.
+KUBE_DNS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+# Instance metadata: credentials of the node's role. 169.254.169.254 serves them on every cloud we name
+# (FPT's OpenStack, AWS, GCP, Azure); Alibaba's is 100.100.100.200 (RAM-role credentials), AWS's IPv6
+# one fd00:ec2::254, and Azure's WireServer 168.63.129.16 hands out the VM's extension settings.
+METADATA_ADDRESSES = ("169.254.169.254/32",)
+CLOUD_METADATA_ADDRESSES = {"alibaba": ("100.100.100.200/32",), "aws": ("fd00:ec2::254/128",), "azure": ("168.63.129.16/32",)}
+# Pods that only answer: no egress beyond the cluster (app.kubernetes.io/name of LDAP and the MariaDB operator's pods).
+DATA_STORES = (APP_LABELS["app.kubernetes.io/name"], "mariadb")
+EVERY_POD: Selector = {}
+# Every other pod, as two selectors: NotIn alone also matches pods without the label by the API's
+# definition, but not in every implementation (cyclonus reads it otherwise), so no reading is left open.
+NAME = "app.kubernetes.io/name"
+SLURM_PODS: tuple[Selector, ...] = (
+    {"matchExpressions": [{"key": NAME, "operator": "Exists"}, {"key": NAME, "operator": "NotIn", "values": list(DATA_STORES)}]},
+    {"matchExpressions": [{"key": NAME, "operator": "DoesNotExist"}]},
+)
+
+
+def tcp(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def policy(
+    name: str,
+    namespace: str,
+    pods: Selector,
+    ingress: Optional[list[dict[str, Any]]] = None,
+    egress: Optional[list[dict[str, Any]]] = None,
+) -> dict[str, Any]:
+    """A NetworkPolicy over `pods` for each direction given rules; an empty list denies that direction."""
+    spec: dict[str, Any] = {"podSelector": pods, "policyTypes": []}
+    for direction, rules in (("Ingress", ingress), ("Egress", egress)):
+        if rules is not None:
+            spec["policyTypes"].append(direction)
+            if rules:
+                spec[direction.lower()] = rules
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": LABELS},
+        "spec": spec,
+    }
+
+
+def denied_destinations(config: PlatformConfig) -> list[str]:
+    """CIDRs no pod may reach: the metadata endpoints and the NFS servers, each once, as networks."""
+    addresses = [*METADATA_ADDRESSES, *CLOUD_METADATA_ADDRESSES.get(config.cloud, ())]
+    addresses += [host for _, host in nfs_servers(config) if is_address(host)]
+    addresses += config.network_policies.storage_cidrs
+    networks = [str(ipaddress.ip_network(address, strict=False)) for address in addresses]
+    return list(dict.fromkeys(networks))
+
+
+def beyond_the_cluster(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Egress peers: every IPv4 and IPv6 address but the denied ones."""
+    denied = denied_destinations(config)
+    peers = []
+    for everything in ("0.0.0.0/0", "::/0"):
+        version = ipaddress.ip_network(everything).version
+        excepted = [cidr for cidr in denied if ipaddress.ip_network(cidr).version == version]
+        peers.append({"ipBlock": {"cidr": everything, **({"except": excepted} if excepted else {})}})
+    return peers
+
+
+def dns_egress(config: PlatformConfig) -> list[dict[str, Any]]:
+    extra = [{"ipBlock": {"cidr": cidr}} for cidr in config.network_policies.dns_cidrs]
+    return [{"to": [KUBE_DNS, *extra], "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}]}]
+
+
+def namespace_baseline(config: PlatformConfig, namespace: str, outside: tuple[Selector, ...]) -> list[dict[str, Any]]:
+    """Deny everything, then DNS and the namespace's own pods for every pod, and beyond the cluster for `outside`."""
+    beyond = [{"to": beyond_the_cluster(config)}]
+    return [
+        policy("default-deny", namespace, EVERY_POD, ingress=[], egress=[]),
+        policy("allow-dns", namespace, EVERY_POD, egress=dns_egress(config)),
+        policy("allow-egress-in-namespace", namespace, EVERY_POD, egress=[{"to": [{"podSelector": EVERY_POD}]}]),
+        *[
+            policy("allow-egress-beyond-cluster" + ("" if index == 0 else f"-{index + 1}"), namespace, pods, egress=beyond)
+            for index, pods in enumerate(outside)
+        ],
+    ]
+
+
+def in_namespaces(namespaces: tuple[str, ...]) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}}
+
+
+def slurm_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
+    namespace = config.cluster.namespace
+    slurm_pods = [{"podSelector": pods} for pods in SLURM_PODS]
+    job_peers = [{"podSelector": roles.controller}, {"podSelector": roles.workers}, {"podSelector": roles.login}]
+    policies = [
+        policy("allow-slurmctld", namespace, roles.controller, ingress=[{"from": slurm_pods, "ports": tcp(SLURMCTLD_PORT)}]),
+        # slurmd's 6818 and every job port: the peers are the ones that run or launch jobs.
+        policy("allow-workers", namespace, roles.workers, ingress=[{"from": job_peers}]),
+        policy(
+            "allow-login",
+            namespace,
+            roles.login,
+            ingress=[{"ports": tcp(SSH_PORT)}, {"from": [{"podSelector": roles.controller}, {"podSelector": roles.workers}]}],
+        ),
+    ]
+    if roles.accounting is not None:
+        policies.append(policy("allow-slurmdbd", namespace, roles.accounting, ingress=[{"from": slurm_pods, "ports": tcp(SLURMDBD_PORT)}]))
+    if roles.rest is not None:
+        clients = [*slurm_pods, *([in_namespaces(roles.rest_client_namespaces)] if roles.rest_client_namespaces else [])]
+        policies.append(policy("allow-slurmrestd", namespace, roles.rest, ingress=[{"from": clients, "ports": tcp(SLURMRESTD_PORT)}]))
+    if roles.database is not None and roles.accounting is not None:
+        database_clients = [{"podSelector": roles.accounting}, in_namespaces((config.operators.mariadb_operator.namespace,))]
+        policies.append(policy("allow-mariadb", namespace, roles.database, ingress=[{"from": database_clients, "ports": tcp(MARIADB_PORT)}]))
+    return policies
+
+
+def ldap_ports(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The server pod's ports (the Service maps 389 and 636 onto them)."""
+    return tcp(CONTAINER_LDAP_PORT, *([CONTAINER_LDAPS_PORT] if config.ldap.tls.enabled else []))
+
+
+def ldap_policy(config: PlatformConfig, roles: PodRoles) -> dict[str, Any]:
+    """sssd and nslcd run in the login pods and workers, and slurmctld resolves users and groups too."""
+    clients = [{"podSelector": roles.controller}, {"podSelector": roles.workers}, {"podSelector": roles.login}]
+    return policy("allow-ldap", config.cluster.namespace, {"matchLabels": APP_LABELS}, ingress=[{"from": clients, "ports": ldap_ports(config)}])
+
+
+def owned_tenant_namespaces(config: PlatformConfig) -> list[str]:
+    return [tenant.name for tenant in config.tenants if tenant.namespace]
+
+
+def tenant_policies(config: PlatformConfig, namespace: str) -> list[dict[str, Any]]:
+    """A tenant's pods talk to one another (distributed training) and beyond the cluster; nothing else reaches them."""
+    same_namespace = [{"podSelector": EVERY_POD}]
+    return [
+        *namespace_baseline(config, namespace, (EVERY_POD,)),
+        policy("allow-ingress-in-namespace", namespace, EVERY_POD, ingress=[{"from": same_namespace}]),
+    ]
+
+
+def cluster_policies(config: PlatformConfig) -> list[dict[str, Any]]:
+    roles = operator_module(config).pod_roles(config)
+    policies = [*namespace_baseline(config, config.cluster.namespace, SLURM_PODS), *slurm_policies(config, roles)]
+    if config.ldap.enabled:
+        policies.append(ldap_policy(config, roles))
+    return policies
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    """Every policy: the cluster namespace's, then each owned tenant namespace's (roles `tenant-<name>-...`)."""
+    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config)]
+    for namespace in owned_tenant_namespaces(config):
+        rendered += [Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p) for p in tenant_policies(config, namespace)]
+    return rendered
+
+
+def unknown_cni_warning(config: PlatformConfig) -> Optional[str]:
+    if config.network_policies.cni != "unknown":
+        return None
+    return (
+        "networkPolicies.cni is not set: the NetworkPolicies are declared, but only a CNI that enforces egress rules "
+        "and ipBlock except makes them hold (flannel enforces none); name the cluster's CNI in networkPolicies.cni"
+    )
+
+
+class NetworkPolicies(pulumi.ComponentResource):
+    """Declares `render(config)`. A tenant namespace's policies wait for `tenants`, which declares the namespace."""
+
+    def __init__(self, name: str, config: PlatformConfig, tenants: Optional[pulumi.Resource] = None, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("slurm-platform:network_policies:NetworkPolicies", name, None, opts)
+        warn(unknown_cni_warning(config))
+        owned = set(owned_tenant_namespaces(config))
+        self.names: list[str] = []
+        for rendered in render(config):
+            in_tenant_namespace = rendered.manifest["metadata"]["namespace"] in owned
+            waits_for = [tenants] if in_tenant_namespace and tenants is not None else None
+            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=waits_for))
+            self.names.append(f"{rendered.manifest['metadata']['namespace']}/{rendered.manifest['metadata']['name']}")
+        self.register_outputs({"networkPolicies": self.names})

@@ -1,0 +1,303 @@
+"""components/network_policies.py: which pods each policy selects (over the labels each operator puts on
+its pods, tests/network.py), that the ports are the ones the renders use, that every broad egress
+excepts the metadata endpoints and the NFS servers, and the config that refuses what cannot hold.
+What the policies let through, pod to pod, is simulated in tests/test_kube_network_policies.py."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+from typing import Any
+
+import pytest
+
+from components import ldap, network_policies
+from components.config import ConfigError, parse_config
+from components.platform import build_platform
+from components.slurm import ack, slinky, soperator1, soperator4
+from components.slurm.common import SSHD_PORT
+from tests.harness import run_under_mocks, stack_config
+from tests.network import matches, platform_pods
+
+# One stack per operator (and ACK's older API), each with LDAP; prod-hoalac has tenant namespaces.
+OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "soperator-1.14.10": ("prod-hanoi", {}),
+    "soperator-4.1.7": ("prod-hoalac", {}),
+    "ack-2024-12": ("staging-hangzhou", {}),
+    "ack-2024-06": ("staging-hangzhou", {"operators": {"ackSlurmOperator": {"apiGeneration": "2024-06"}}}),
+    "slinky-1.2.1": ("prod-hcm", {"slurm": {"slinky": {"restApi": True}}}),
+}
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        out[key] = merged(out.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
+def operator_config(operator: str):
+    stack, overrides = OPERATOR_STACKS[operator]
+    return parse_config(merged(stack_config(stack), overrides))
+
+
+def policies_of(config) -> list[dict[str, Any]]:
+    return [r.manifest for r in network_policies.render(config)]
+
+
+def selecting(policies: list[dict[str, Any]], namespace: str, labels: dict[str, str], direction: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == namespace and direction in p["spec"]["policyTypes"] and matches(p["spec"]["podSelector"], labels)
+    ]
+
+
+def ports_allowed_to(policies: list[dict[str, Any]], namespace: str, labels: dict[str, str]) -> set[Any]:
+    """The TCP ports some ingress rule opens to the pod ("all" for a rule without ports)."""
+    found: set[Any] = set()
+    for p in selecting(policies, namespace, labels, "Ingress"):
+        for rule in p["spec"].get("ingress", []):
+            found |= {port["port"] for port in rule["ports"]} if "ports" in rule else {"all"}
+    return found
+
+
+@pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
+def test_every_pod_is_isolated_both_ways_and_each_slurm_daemon_is_open_on_its_port(operator):
+    config = operator_config(operator)
+    policies, namespace = policies_of(config), config.cluster.namespace
+    pods = platform_pods(config)
+    roles = {pod.role for pod in pods}
+    assert {"controller", "worker", "ldap"} <= roles, roles
+    for pod in pods:
+        for direction in ("Ingress", "Egress"):
+            deny = [p for p in selecting(policies, namespace, pod.labels, direction) if p["metadata"]["name"] == "default-deny"]
+            assert deny, (operator, pod.role, direction)
+    expected: dict[str, set[Any]] = {
+        "controller": {network_policies.SLURMCTLD_PORT},
+        "worker": {"all"},
+        "login": {SSHD_PORT},
+        "slurmdbd": {network_policies.SLURMDBD_PORT},
+        "slurmrestd": {network_policies.SLURMRESTD_PORT},
+        "mariadb": {network_policies.MARIADB_PORT},
+        "ldap": {ldap.CONTAINER_LDAP_PORT, ldap.CONTAINER_LDAPS_PORT},
+    }
+    if config.slurm_operator == "ack":
+        # The head pod runs sshd too, and slurmdbd in the 2024-06 API.
+        expected["controller"] |= {SSHD_PORT} | ({network_policies.SLURMDBD_PORT} if "slurmdbd" not in roles else set())
+    checked = 0
+    for pod in pods:
+        if pod.role in expected:
+            assert expected[pod.role] <= ports_allowed_to(policies, namespace, pod.labels), (operator, pod.role, pod.labels)
+            checked += 1
+        else:
+            # Helpers (exporters, the copilot, the tenants Job) answer nobody.
+            assert ports_allowed_to(policies, namespace, pod.labels) == set(), (operator, pod.role)
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
+def test_every_allow_policy_selects_some_pod_of_the_stack(operator):
+    """A selector that matches no pod the operator runs is a policy that protects nothing (a label guessed wrong)."""
+    config = operator_config(operator)
+    pods = platform_pods(config)
+    cluster_policies = [p for p in policies_of(config) if p["metadata"]["namespace"] == config.cluster.namespace]
+    assert len(cluster_policies) >= 8
+    # The second half of "every pod but the data stores" (pods without app.kubernetes.io/name) may be empty.
+    unnamed = network_policies.SLURM_PODS[1]
+    for p in cluster_policies:
+        if p["spec"]["podSelector"] != unnamed:
+            assert any(matches(p["spec"]["podSelector"], pod.labels) for pod in pods), (operator, p["metadata"]["name"])
+        for rule in p["spec"].get("ingress", []):
+            for peer in rule.get("from", []):
+                if "podSelector" in peer and "namespaceSelector" not in peer and peer["podSelector"] != unnamed:
+                    assert any(matches(peer["podSelector"], pod.labels) for pod in pods), (operator, p["metadata"]["name"], peer)
+
+
+def test_data_stores_get_no_egress_beyond_the_cluster_and_the_rest_do():
+    config = operator_config("soperator-1.14.10")
+    policies, namespace = policies_of(config), config.cluster.namespace
+    beyond = [p for p in policies if p["metadata"]["name"].startswith("allow-egress-beyond-cluster") and p["metadata"]["namespace"] == namespace]
+    assert len(beyond) == 2
+    by_role = {pod.role: pod for pod in platform_pods(config)}
+    assert {"ldap", "mariadb"} <= set(by_role)
+    for role, pod in by_role.items():
+        stays_inside = role in ("ldap", "mariadb")
+        selected_by = [p for p in beyond if matches(p["spec"]["podSelector"], pod.labels)]
+        # No pod is left to a reading of NotIn over a missing label: at most one of the two selects it.
+        assert len(selected_by) == (0 if stays_inside else 1), role
+    unnamed = {"app.kubernetes.io/component": "tenants"}
+    assert [p["metadata"]["name"] for p in beyond if matches(p["spec"]["podSelector"], unnamed)] == ["allow-egress-beyond-cluster-2"]
+
+
+def test_the_ports_are_the_ones_the_operators_render():
+    # ACK: our slurm.conf and the pod templates' container ports.
+    config = operator_config("ack-2024-12")
+    conf = ack.slurm_conf_config_map(config)["data"]["slurm.conf"]
+    assert re.search(rf"^SlurmctldPort={network_policies.SLURMCTLD_PORT}$", conf, re.MULTILINE)
+    assert re.search(rf"^SlurmdPort={network_policies.SLURMD_PORT}$", conf, re.MULTILINE)
+    assert re.search(rf"^AccountingStoragePort={network_policies.SLURMDBD_PORT}$", conf, re.MULTILINE)
+    spec = ack.slurm_cluster_manifest(config)["spec"]
+
+    def container_ports(template: dict[str, Any]) -> set[int]:
+        return {port["containerPort"] for c in template["spec"]["containers"] for port in c.get("ports", [])}
+
+    assert container_ports(spec["slurmctld"]["template"]) == {network_policies.SLURMCTLD_PORT, network_policies.SSH_PORT}
+    assert container_ports(spec["slurmdbd"]["template"]) == {network_policies.SLURMDBD_PORT}
+    assert [container_ports(group["template"]) for group in spec["workerGroupSpecs"]] == [{network_policies.SLURMD_PORT}] * len(config.gpu_pools)
+    assert ack.login_service(config)["spec"]["ports"][0]["targetPort"] == network_policies.SSH_PORT
+    # soperator: the ports the SlurmCluster asks for, and our restricted SSH Service's target.
+    config = operator_config("soperator-1.14.10")
+    nodes = soperator1.slurm_cluster_manifest(config)["spec"]["slurmNodes"]
+    assert nodes["controller"]["slurmctld"]["port"] == network_policies.SLURMCTLD_PORT
+    assert nodes["accounting"]["slurmdbd"]["port"] == network_policies.SLURMDBD_PORT
+    assert nodes["login"]["sshd"]["port"] == network_policies.SSH_PORT == SSHD_PORT
+    restricted = soperator1.restricted_login_service(config)
+    assert restricted is not None and restricted["spec"]["ports"][0]["targetPort"] == network_policies.SSH_PORT
+    assert soperator4.rest_node(operator_config("soperator-4.1.7"))["enabled"] is False
+    # Slinky: the accounting database port we render (its daemons' ports are the operator's
+    # constants, internal/builder/common/const.go and restapibuilder: 6817, 6818, 6819, 6820).
+    assert slinky.storage_config(operator_config("slinky-1.2.1"))["port"] == network_policies.MARIADB_PORT
+    # LDAP: the server pod's ports, which the Service maps 389 and 636 onto.
+    config = operator_config("soperator-1.14.10")
+    statefulset = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)
+    pod_ports = {p["containerPort"] for p in statefulset["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert pod_ports == {port["port"] for port in network_policies.ldap_ports(config)} == {1389, 1636}
+    service = ldap.ldap_service(config.ldap, config.cluster.namespace)
+    assert {p["port"] for p in service["spec"]["ports"]} == {389, 636}
+
+
+def within(inner: str, outer: str) -> bool:
+    a, b = ipaddress.ip_network(inner), ipaddress.ip_network(outer)
+    return a.version == b.version and int(a.network_address) >= int(b.network_address) and int(a.broadcast_address) <= int(b.broadcast_address)
+
+
+def broad_blocks(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return [peer["ipBlock"] for rule in policy["spec"].get("egress", []) for peer in rule.get("to", []) if "ipBlock" in peer]
+
+
+@pytest.mark.parametrize("stack", ["prod-hanoi", "prod-hoalac", "prod-hangzhou", "staging-hangzhou", "prod-hcm", "dev", "kwok"])
+def test_no_ip_block_reaches_a_metadata_endpoint_or_an_nfs_server(stack):
+    config = parse_config(stack_config(stack))
+    denied = network_policies.denied_destinations(config)
+    assert "169.254.169.254/32" in denied
+    if config.cloud == "alibaba":
+        assert "100.100.100.200/32" in denied
+    for cidr in config.network_policies.storage_cidrs:
+        assert cidr in denied
+    blocks = [block for p in policies_of(config) for block in broad_blocks(p)]
+    assert blocks
+    for block in blocks:
+        for cidr in denied:
+            if within(cidr, block["cidr"]):
+                assert any(within(cidr, excepted) for excepted in block.get("except", [])), (stack, block, cidr)
+
+
+def test_the_nfs_servers_named_by_address_are_denied():
+    config = parse_config(stack_config("prod-hanoi"))
+    denied = network_policies.denied_destinations(config)
+    # The class's server and the static jail's (the same address, once).
+    assert denied.count("10.20.0.10/32") == 1
+    raw = stack_config("prod-hoalac")
+    raw["storage"]["submounts"][0]["staticNfs"] = {"server": "2001:db8::7", "path": "/export/data"}
+    denied = network_policies.denied_destinations(parse_config(raw))
+    assert {"10.40.1.10/32", "2001:db8::7/128"} <= set(denied)
+    six = next(b for p in policies_of(parse_config(raw)) for b in broad_blocks(p) if b["cidr"] == "::/0")
+    assert six["except"] == ["2001:db8::7/128"]
+
+
+def test_tenant_namespaces_the_stack_owns_are_denied_by_default_and_no_other():
+    config = parse_config(stack_config("prod-hoalac"))
+    owned = [t.name for t in config.tenants if t.namespace]
+    not_owned = [t.name for t in config.tenants if not t.namespace]
+    assert owned and not_owned
+    policies = policies_of(config)
+    for namespace in owned:
+        names = {p["metadata"]["name"] for p in policies if p["metadata"]["namespace"] == namespace}
+        assert names == {"default-deny", "allow-dns", "allow-egress-in-namespace", "allow-egress-beyond-cluster", "allow-ingress-in-namespace"}
+    assert not [p for p in policies if p["metadata"]["namespace"] in not_owned]
+
+
+# --- config: what cannot hold is refused, naming the key -------------------------------------
+
+
+def refusal(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    return str(error.value)
+
+
+def test_a_cni_that_enforces_no_policy_is_refused():
+    raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"cni": "flannel"}})
+    message = refusal(raw)
+    assert "slurm-platform:networkPolicies.cni: flannel enforces no NetworkPolicy" in message
+    assert "calico, cilium, terway" in message and 'got "flannel"' in message
+    # Off, the CNI is nobody's business here.
+    parse_config(merged(raw, {"networkPolicies": {"enabled": False}}))
+    parse_config(merged(stack_config("prod-hanoi"), {"networkPolicies": {"cni": "calico"}}))
+
+
+def test_an_nfs_server_named_by_dns_needs_its_address():
+    raw = stack_config("staging-hangzhou")
+    del raw["networkPolicies"]["storageCidrs"]
+    message = refusal(raw)
+    assert "slurm-platform:storage.storageClass.alibabaNas.server: is a DNS name" in message
+    assert "slurm-platform:slurm.ack.home.server: is a DNS name" in message
+    assert "networkPolicies.storageCidrs" in message and 'got "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"' in message
+    raw = stack_config("prod-hanoi")
+    raw["storage"]["jail"]["staticNfs"]["server"] = "nfs.hanoi.example"
+    assert "slurm-platform:storage.jail.staticNfs.server: is a DNS name" in refusal(raw)
+    raw["networkPolicies"] = {"storageCidrs": ["10.20.0.11/32"]}
+    assert "10.20.0.11/32" in network_policies.denied_destinations(parse_config(raw))
+
+
+def test_an_operator_in_the_cluster_namespace_is_refused():
+    raw = merged(stack_config("prod-hanoi"), {"operators": {"mariadbOperator": {"namespace": "fpt-hpc"}}})
+    message = refusal(raw)
+    assert "slurm-platform:operators.mariadbOperator.namespace: is the cluster's namespace" in message and 'got "fpt-hpc"' in message
+
+
+def test_storage_cidrs_cannot_be_everything():
+    raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"storageCidrs": ["10.20.0.0/24", "::/0"]}})
+    message = refusal(raw)
+    assert "slurm-platform:networkPolicies.storageCidrs[1]: would deny pods every address" in message and 'got "::/0"' in message
+    assert "storageCidrs[0]" not in message
+
+
+def test_storage_and_dns_cidrs_must_be_cidrs():
+    raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"storageCidrs": ["nfs.example"], "dnsCidrs": ["169.254.20.10"]}})
+    message = refusal(raw)
+    assert "slurm-platform:networkPolicies.storageCidrs[0]: must be a CIDR block" in message
+    assert "slurm-platform:networkPolicies.dnsCidrs[0]: must be a CIDR block" in message
+
+
+# --- the program ---------------------------------------------------------------------------------
+
+
+def test_the_program_declares_the_policies_under_their_component_and_tenant_ones_after_the_tenants():
+    raw = stack_config("prod-hoalac")
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
+    (component,) = run.of_type("slurm-platform:network_policies:NetworkPolicies")
+    declared = run.of_type(NETWORK_POLICY)
+    assert len(declared) == len(network_policies.render(parse_config(raw)))
+    (vision,) = [n for n in run.of_type("kubernetes:core/v1:Namespace") if n.inputs["metadata"]["name"] == "vision"]
+    for policy in declared:
+        assert policy.parent == component.urn
+        in_tenant_namespace = policy.inputs["metadata"]["namespace"] == "vision"
+        # The cluster namespace's policies come first, before any pod of the cluster.
+        assert (vision.urn in policy.dependencies) is in_tenant_namespace, policy.name
+    assert {p.name for p in declared} >= {"network-policies-default-deny", "network-policies-tenant-vision-default-deny"}
+    assert any("networkPolicies.cni is not set" in w for w in run.warnings)
+
+
+def test_off_declares_no_policy_and_a_named_cni_no_warning():
+    raw = merged(stack_config("prod-hanoi"), {"networkPolicies": {"enabled": False}})
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
+    assert run.resources and not run.of_type(NETWORK_POLICY)
+    assert not run.of_type("slurm-platform:network_policies:NetworkPolicies")
+    raw = stack_config("prod-hangzhou")
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
+    assert run.of_type(NETWORK_POLICY)
+    assert not [w for w in run.warnings if "networkPolicies" in w]
