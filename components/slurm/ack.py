@@ -46,7 +46,6 @@ from .common import (
     no_status_message,
     node_port_fields,
     partition_options,
-    pool_tolerations,
     service_account_rbac,
     ssh_command_for,
     ssh_endpoint,
@@ -55,6 +54,7 @@ from .common import (
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
+    worker_placement,
 )
 
 OPERATOR = "ack-slurm-operator"
@@ -297,9 +297,7 @@ def head_template(config: PlatformConfig) -> dict[str, Any]:
 
 
 def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
-    placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
-    if pool.taints:
-        placement["tolerations"] = pool_tolerations(pool)
+    placement = worker_placement(config, pool)
     template = pod_template(config, "slurmd", [6818], container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool)), placement, {})
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
