@@ -90,8 +90,9 @@ class TenantConfig(Model):
     )
     namespace: bool = Field(
         False,
-        description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee (protected and "
-        "retained on delete; not default, kube-*, the cluster's or an operator's namespace).",
+        description="Declare a namespace <name> for the tenant: Pod Security restricted, quotas of its GPUs and their share "
+        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, kube-*, "
+        "the cluster's or an operator's namespace). Needed for kueueCells.",
     )
 
     @property
