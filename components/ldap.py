@@ -211,7 +211,12 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
     )
 
 
-def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+def priority(priority_class: Optional[str]) -> dict[str, Any]:
+    """The pod's class: the Slurm cluster's, so no tenant class outranks the directory every login needs."""
+    return {"priorityClassName": priority_class} if priority_class else {}
+
+
+def ldap_statefulset(ldap: LdapConfig, namespace: str, priority_class: Optional[str] = None) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "LDAP_ROOT", "value": ldap.base_dn},
         {"name": "LDAP_ADMIN_USERNAME", "value": ldap.admin_username},
@@ -260,6 +265,7 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
                 "metadata": {"labels": APP_LABELS},
                 "spec": {
                     "automountServiceAccountToken": False,  # no API access needed
+                    **priority(priority_class),
                     "securityContext": {"fsGroup": 1001},
                     "containers": [
                         {
@@ -294,7 +300,7 @@ def ldap_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
     }
 
 
-def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str, priority_class: Optional[str] = None) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -306,6 +312,7 @@ def php_ldap_admin_deployment(ldap: LdapConfig, namespace: str) -> dict[str, Any
                 "metadata": {"labels": ADMIN_LABELS},
                 "spec": {
                     "automountServiceAccountToken": False,  # no API access needed
+                    **priority(priority_class),
                     "containers": [
                         {
                             "name": "phpldapadmin",
@@ -394,8 +401,15 @@ class LdapDirectory(pulumi.ComponentResource):
     uri: pulumi.Output[str]
 
     def __init__(
-        self, name: str, ldap: LdapConfig, namespace: str, tenants: Sequence[TenantConfig] = (), opts: Optional[pulumi.ResourceOptions] = None
+        self,
+        name: str,
+        ldap: LdapConfig,
+        namespace: str,
+        tenants: Sequence[TenantConfig] = (),
+        priority_class: Optional[str] = None,
+        opts: Optional[pulumi.ResourceOptions] = None,
     ):
+        """`priority_class`: the Slurm cluster's, declared before (opts' depends_on)."""
         super().__init__("slurm-platform:ldap:LdapDirectory", name, None, opts)
         child = child_opts(self, opts)
         password = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
@@ -422,7 +436,7 @@ class LdapDirectory(pulumi.ComponentResource):
             data={"10-readonly-acl.sh": acl_init_script(ldap)},
             opts=child,
         )
-        server = ldap_statefulset(ldap, namespace)
+        server = ldap_statefulset(ldap, namespace, priority_class)
         k8s.apps.v1.StatefulSet(
             f"{name}-server",
             metadata=_meta(server),
@@ -452,7 +466,7 @@ class LdapDirectory(pulumi.ComponentResource):
             opts=secret_data,
         )
         if ldap.php_ldap_admin:
-            deployment = php_ldap_admin_deployment(ldap, namespace)
+            deployment = php_ldap_admin_deployment(ldap, namespace, priority_class)
             k8s.apps.v1.Deployment(f"{name}-phpldapadmin", metadata=_meta(deployment), spec=deployment["spec"], opts=child)
             admin_service = php_ldap_admin_service(ldap, namespace)
             k8s.core.v1.Service(f"{name}-phpldapadmin-service", metadata=_meta(admin_service), spec=admin_service["spec"], opts=child)

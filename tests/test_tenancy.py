@@ -16,6 +16,7 @@ from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, 
 
 from components import tenancy
 from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, quantity_value
+from components.ldap import php_ldap_admin_deployment as ldap_admin_deployment
 from components.ldap import seed_ldif
 from components.platform import build_platform
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
@@ -699,3 +700,14 @@ def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
     assert ack_client.munge_image is None
     assert "initContainers" not in tenancy.sacctmgr_job(ack_config, ack_client)["spec"]["template"]["spec"]
     assert "runuser -u munge -- munged" in tenancy.sacctmgr_script(ack_config, ack_client)
+
+
+def test_ldap_runs_at_the_slurm_clusters_class_once_it_exists():
+    """ldap-0 (and phpLDAPadmin) outrank every tenant class too: created after the class they name."""
+    run = run_stack("prod-hoalac")
+    priority_class = run.named("slurm-priority-class")
+    server = run.named("ldap-server")
+    assert server.inputs["spec"]["template"]["spec"]["priorityClassName"] == "fpt-hpc-slurm-system"
+    assert priority_class.urn in server.dependencies
+    admin = ldap_admin_deployment(parse_config(stack_config("prod-hoalac")).ldap, "fpt-hpc", "fpt-hpc-slurm-system")
+    assert admin["spec"]["template"]["spec"]["priorityClassName"] == "fpt-hpc-slurm-system"
