@@ -23,6 +23,7 @@ BUILTIN_KINDS = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("v1", "LimitRange"): k8s.core.v1.LimitRange,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): k8s.admissionregistration.v1.ValidatingAdmissionPolicy,

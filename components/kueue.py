@@ -8,33 +8,40 @@ GPUs. The fit check places both (components/config/tenants.py), so the guarantee
 - a `ResourceFlavor` `<cluster>-<pool>` per GPU pool: the pool's node labels and
   tolerations, and its `Topology` (the pool's topologyLabels, then
   kubernetes.io/hostname) for topology-aware scheduling;
-- per tenant, a `ClusterQueue` `<tenant>` in cohort `<cluster>`: `nvidia.com/gpu`
+- per tenant with a namespace (`namespace: true`), a `ClusterQueue` `<tenant>` in cohort `<cluster>`: `nvidia.com/gpu`
   `nominalQuota` per flavor is its kueueCells' GPUs on that pool (cpu and memory
   in the same share of a node), `borrowingLimit` its borrowingCap (none without
   the oppo level), lent quota reclaimed by preemption;
 - a `LocalQueue` `<tenant>` in the tenant's namespace (tenants with `namespace: true`:
   the only namespace the program owns for a tenant);
-- `WorkloadPriorityClass`es slurm-prod/test/oppo, valued as the PriorityClasses.
+- `WorkloadPriorityClass`es slurm-prod/test/oppo, valued as the PriorityClasses;
+- a policy: in tenant namespaces, Jobs name the tenant's LocalQueue, and pods either do or come from
+  a Job (the chart's config also makes Kueue manage every workload there: operator_charts.kueue_values).
+
+A ClusterQueue admits from its tenant's namespace only, so it exists only where the stack owns that
+namespace: one the stack never declared would be whoever creates it first (kueueCells without
+`namespace: true` is a config error).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
+import json
 from typing import Any, Optional
 
 import pulumi
 
 from . import child_opts
-from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
+from .config import NodePoolConfig, PlatformConfig, TenantConfig
 from .declare import declare
 from .slurm import Rendered
-from .slurm.common import pool_tolerations
-from .tenancy import LEVELS, POD_PRIORITY, kueue_borrowing_limit
+from .slurm.common import HOSTNAME_LABEL, admission_policy, pool_tolerations, tenant_namespace_names
+from .tenancy import GPU, LEVELS, POD_PRIORITY, kueue_borrowing_limit, node_share
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
-GPU = "nvidia.com/gpu"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "kueue"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Who creates a Job's pods: the job controller's own account (--use-service-account-credentials), else the controller manager's.
+JOB_CONTROLLER_USERS = ("system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager")
 
 
 def flavor_name(config: PlatformConfig, pool: NodePoolConfig) -> str:
@@ -57,16 +64,6 @@ def resource_flavor(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, A
     if pool.taints:
         spec["tolerations"] = pool_tolerations(pool)
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(config, pool), "labels": LABELS}, "spec": spec}
-
-
-def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, Any]:
-    """`gpus` of the pool's GPUs, with the same share of a node's cpu and memory."""
-    share = Decimal(gpus) / pool.gpus_per_node
-    return {
-        "cpu": f"{int(quantity_value(pool.cpu_per_node) * share * 1000)}m",
-        "memory": f"{int(quantity_value(pool.memory_per_node) * share) // 2**20}Mi",
-        GPU: gpus,
-    }
 
 
 def cluster_queue(config: PlatformConfig, tenant: TenantConfig) -> dict[str, Any]:
@@ -114,16 +111,45 @@ def workload_priority_class(level: str) -> dict[str, Any]:
     }
 
 
+def names_own_queue() -> str:
+    """CEL: the object names its namespace's LocalQueue (named after the tenant, as the namespace)."""
+    label = json.dumps(QUEUE_LABEL)
+    return f"has(object.metadata.labels) && {label} in object.metadata.labels && object.metadata.labels[{label}] == namespaceObject.metadata.name"
+
+
+def queue_policies(config: PlatformConfig) -> list[Rendered]:
+    """Nothing runs in a tenant namespace outside Kueue, whoever configured Kueue (operators.kueue.install
+    false leaves its config to someone else): a Job names the tenant's LocalQueue (Kueue suspends it until
+    admitted), and a pod either names it too (Kueue's pod, Deployment and StatefulSet integrations gate
+    it) or is created by the job controller, for a Job that did."""
+    namespaces = tenant_namespace_names(config)
+    job_message = f"a Job in a tenant namespace must carry the label {QUEUE_LABEL}: <the namespace> (the tenant's LocalQueue)"
+    pod_message = f"a pod in a tenant namespace comes from a Job, or carries the label {QUEUE_LABEL}: <the namespace> (the tenant's LocalQueue)"
+    jobs = admission_policy(
+        "slurm-tenant-queued-jobs", "jobs", [{"expression": names_own_queue(), "message": job_message}], namespaces, LABELS, "batch"
+    )
+    pod_rule = f"{names_own_queue()} || request.userInfo.username in {json.dumps(list(JOB_CONTROLLER_USERS))}"
+    pods = admission_policy("slurm-tenant-queued-pods", "pods", [{"expression": pod_rule, "message": pod_message}], namespaces, LABELS)
+    return [
+        Rendered("queued-jobs-policy", jobs[0]),
+        Rendered("queued-jobs-policy-binding", jobs[1]),
+        Rendered("queued-pods-policy", pods[0]),
+        Rendered("queued-pods-policy-binding", pods[1]),
+    ]
+
+
 def render(config: PlatformConfig) -> list[Rendered]:
     """Everything Kueue adds; nothing unless operators.kueue.enabled."""
     if not config.operators.kueue.enabled:
         return []
+    queued = [tenant for tenant in config.tenants if tenant.namespace]
     return [
         *(Rendered(f"{pool.name}-topology", topology(config, pool)) for pool in config.gpu_pools),
         *(Rendered(f"{pool.name}-flavor", resource_flavor(config, pool)) for pool in config.gpu_pools),
         *(Rendered(f"{level}-priority", workload_priority_class(level)) for level in LEVELS),
-        *(Rendered(f"{tenant.name}-cluster-queue", cluster_queue(config, tenant)) for tenant in config.tenants),
-        *(Rendered(f"{tenant.name}-local-queue", local_queue(tenant)) for tenant in config.tenants if tenant.namespace),
+        *(Rendered(f"{tenant.name}-cluster-queue", cluster_queue(config, tenant)) for tenant in queued),
+        *(Rendered(f"{tenant.name}-local-queue", local_queue(tenant)) for tenant in queued),
+        *(queue_policies(config) if queued else []),
     ]
 
 

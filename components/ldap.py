@@ -232,7 +232,12 @@ def require_tls_container(ldap: LdapConfig) -> dict[str, Any]:
     }
 
 
-def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
+def priority(priority_class: Optional[str]) -> dict[str, Any]:
+    """The pod's class: the Slurm cluster's, so no tenant class outranks the directory every login needs."""
+    return {"priorityClassName": priority_class} if priority_class else {}
+
+
+def ldap_statefulset(ldap: LdapConfig, namespace: str, priority_class: Optional[str] = None) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "LDAP_ROOT", "value": ldap.base_dn},
         {"name": "LDAP_ADMIN_USERNAME", "value": ldap.admin_username},
@@ -285,6 +290,7 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
                 "metadata": {"labels": APP_LABELS},
                 "spec": {
                     "automountServiceAccountToken": False,  # no API access needed
+                    **priority(priority_class),
                     "securityContext": {"fsGroup": 1001},
                     **({"initContainers": [require_tls_container(ldap)]} if ldap.tls.enabled else {}),
                     "containers": [
@@ -346,8 +352,15 @@ class LdapDirectory(pulumi.ComponentResource):
     uri: pulumi.Output[str]
 
     def __init__(
-        self, name: str, ldap: LdapConfig, namespace: str, tenants: Sequence[TenantConfig] = (), opts: Optional[pulumi.ResourceOptions] = None
+        self,
+        name: str,
+        ldap: LdapConfig,
+        namespace: str,
+        tenants: Sequence[TenantConfig] = (),
+        priority_class: Optional[str] = None,
+        opts: Optional[pulumi.ResourceOptions] = None,
     ):
+        """`priority_class`: the Slurm cluster's, declared before (opts' depends_on)."""
         super().__init__("slurm-platform:ldap:LdapDirectory", name, None, opts)
         child = child_opts(self, opts)
         password = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
@@ -374,7 +387,7 @@ class LdapDirectory(pulumi.ComponentResource):
             data={"10-readonly-acl.sh": acl_init_script(ldap)},
             opts=child,
         )
-        server = ldap_statefulset(ldap, namespace)
+        server = ldap_statefulset(ldap, namespace, priority_class)
         k8s.apps.v1.StatefulSet(
             f"{name}-server",
             metadata=_meta(server),

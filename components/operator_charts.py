@@ -34,6 +34,7 @@ from .charts import (
 from .config import NodePoolConfig, PlatformConfig
 from .declare import declare
 from .slurm import operator_module
+from .slurm.common import NAMESPACE_NAME_LABEL, tenant_namespace_names
 
 # startupapicheck is a post-install hook (see HELM_HOOKS).
 CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
@@ -64,6 +65,63 @@ def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
         "sriovNetworkOperator": {"enabled": False},
     }
     return deep_merge(values, network.values)
+
+
+# Kueue 0.19.2's chart default for managerConfig.controllerManagerConfigYaml (a YAML string: a value
+# replaces all of it), to which kueue_values adds what it manages.
+KUEUE_DEFAULT_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 300, "burst": 500},
+    "integrations": {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "ray.io/rayservice",
+            "ray.io/raycluster",
+            "jobset.x-k8s.io/jobset",
+            "workload.codeflare.dev/appwrapper",
+            "trainer.kubeflow.org/trainjob",
+            "pod",
+            "deployment",
+            "statefulset",
+            "leaderworkerset.x-k8s.io/leaderworkerset",
+        ]
+    },
+}
+
+
+def kueue_configuration(config: PlatformConfig) -> dict[str, Any]:
+    """Kueue manages every workload of a tenant namespace, with or without a queue name (one without
+    stays suspended: it cannot bypass the tenants' quotas), and nothing elsewhere without one."""
+    return {
+        **KUEUE_DEFAULT_CONFIGURATION,
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": tenant_namespace_names(config)}]
+        },
+    }
+
+
+def kueue_values(config: PlatformConfig) -> dict[str, Any]:
+    # JSON is YAML: the chart puts the string into Kueue's ConfigMap as it is.
+    values = {"managerConfig": {"controllerManagerConfigYaml": json.dumps(kueue_configuration(config), indent=2)}}
+    return deep_merge(values, config.operators.kueue.values)
 
 
 def installs_cert_manager(config: PlatformConfig) -> bool:
@@ -105,7 +163,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     if ops.kueue.enabled and ops.kueue.install:
         kueue = ops.kueue
         chart, repo = chart_source(kueue.repository, "kueue")
-        releases.append(ChartRelease(KUEUE, chart, kueue.version, kueue.namespace, kueue.values, repo=repo))
+        releases.append(ChartRelease(KUEUE, chart, kueue.version, kueue.namespace, kueue_values(config), repo=repo))
     # Webhook certificates come from cert-manager: the Slurm operator starts after it.
     after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
     releases += operator_module(config).chart_releases(config, after)

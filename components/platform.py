@@ -75,7 +75,6 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if slurm_operator.USES_MUNGE
         else None
     )
-    ldap = LdapDirectory("ldap", config.ldap, namespace, config.tenants, opts=in_namespace) if config.ldap.enabled else None
     slurm = SlurmCluster(
         "slurm",
         config,
@@ -83,6 +82,19 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             in_namespace,
             pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
         ),
+    )
+    # After the Slurm cluster's priority class, which its pods name (nothing else of the cluster waits for it).
+    ldap = (
+        LdapDirectory(
+            "ldap",
+            config.ldap,
+            namespace,
+            config.tenants,
+            slurm.priority_class_name,
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=slurm.priority_classes)),
+        )
+        if config.ldap.enabled
+        else None
     )
     tenants = (
         Tenants("tenants", config, opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[slurm])))

@@ -58,8 +58,11 @@ class SlurmCluster(pulumi.ComponentResource):
         module: SlurmOperator = operator_module(config)
         # Pods and custom resources name the key Secrets and the priority class: create those first.
         rendered = module.render(config)
-        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)]
-        first += [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in rendered if r.manifest["kind"] == "PriorityClass"]
+        classes = [r for r in rendered if r.manifest["kind"] == "PriorityClass"]
+        # The class of every Slurm pod, and of LDAP's (platform.py): None where the operator has none (soperator 1.14.10).
+        self.priority_class_name: Optional[str] = classes[0].manifest["metadata"]["name"] if classes else None
+        self.priority_classes = [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in classes]
+        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)] + self.priority_classes
         declared: dict[str, pulumi.Resource] = {}
         live: list[LiveCustomResource] = []
         for r in rendered:

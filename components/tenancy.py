@@ -24,7 +24,10 @@ Accounts, QOS and associations are applied by a Kubernetes Job running
 then `scontrol` for the reservations (shrink and retire first, then create and grow),
 named after a hash of the tenants so that it runs again only when they change.
 On Kubernetes: PriorityClasses slurm-prod/test/oppo for workloads beside Slurm,
-and per tenant (when asked) a namespace whose ResourceQuota is its guarantee.
+and per tenant (when asked) a namespace safe to hand to the tenant: Pod Security
+`restricted` enforced, a policy for what that leaves open (inline CSI volumes,
+spec.nodeName, any priority class but the tenant ones), quotas of its GPUs and
+their share of the nodes' cpu and memory, and defaults for pods that ask nothing.
 """
 
 from __future__ import annotations
@@ -33,16 +36,23 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Optional
 
 import pulumi
 from slurm_rules import cell_fit, kube_rules
 
 from . import child_opts
-from .config import NodePoolConfig, PlatformConfig, TenantConfig
+from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
-from .slurm.common import priority_class_policy, system_placement
+from .slurm.common import (
+    admission_policy,
+    priority_class_policy,
+    system_placement,
+    system_priority_class_name,
+    tenant_namespace_names,
+)
 
 LEVELS = ("prod", "test", "oppo")
 GUARANTEED_LEVELS = ("prod", "test")
@@ -64,6 +74,18 @@ RESERVATION_END = "2100-01-01T00:00:00"
 # The Job retries a reservation change this often, 10 s apart: slurmctld up, the pool's nodes registered,
 # a retired reservation's last jobs done (within the Job's activeDeadlineSeconds).
 RESERVATION_TRIES = 120
+GPU = "nvidia.com/gpu"
+# Pod Security Standards, pinned: a cluster upgrade does not change what a tenant namespace admits.
+# 1.30 is the oldest Kubernetes the program supports (ValidatingAdmissionPolicy is GA there).
+POD_SECURITY_LEVEL = "restricted"
+POD_SECURITY_VERSION = "v1.30"
+POD_SECURITY_LABELS = {
+    f"pod-security.kubernetes.io/{mode}{suffix}": value
+    for mode in ("enforce", "warn", "audit")
+    for suffix, value in (("", POD_SECURITY_LEVEL), ("-version", POD_SECURITY_VERSION))
+}
+# What a container that asks nothing requests (a quota on requests refuses pods without them).
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 
 
 def qos_names(tenant: TenantConfig) -> list[str]:
@@ -99,19 +121,48 @@ def kueue_borrowing_limit(tenant: TenantConfig) -> Optional[int]:
     return 0 if "oppo" not in tenant.priorities else tenant.borrowing_cap
 
 
-def namespace_gpu_quota(config: PlatformConfig, tenant: TenantConfig) -> int:
-    """The GPUs its namespace's pods may request: its guarantee; with Kueue, the most Kueue can admit
-    for it (its kueueCells plus what it may borrow, within what the cohort holds), so the quota never
-    refuses a pod Kueue admitted."""
+def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, Any]:
+    """`gpus` of the pool's GPUs, with the same share of a node's cpu and memory."""
+    share = Decimal(gpus) / pool.gpus_per_node
+    return {
+        "cpu": f"{int(quantity_value(pool.cpu_per_node) * share * 1000)}m",
+        "memory": f"{int(quantity_value(pool.memory_per_node) * share) // 2**20}Mi",
+        GPU: gpus,
+    }
+
+
+def namespace_pool_gpus(config: PlatformConfig, tenant: TenantConfig) -> dict[str, int]:
+    """Per GPU pool, the GPUs its namespace's pods may request: its cells there; with Kueue, the most
+    Kueue can admit for it (its kueueCells plus what it may borrow, within what the cohort holds), so
+    the quota never refuses a pod Kueue admitted."""
     if not config.operators.kueue.enabled:
-        return tenant.guaranteed_gpus
+        return {pool.name: sum(c.gpus_per_cell * c.cells for c in tenant.cells if c.pool == pool.name) for pool in config.gpu_pools}
     limit = kueue_borrowing_limit(tenant)
-    total = 0
+    gpus = {}
     for pool in config.gpu_pools:
         cohort = sum(t.kueue_gpus(pool.name) for t in config.tenants)
         own = tenant.kueue_gpus(pool.name)
-        total += cohort if limit is None else min(own + limit, cohort)
-    return total
+        gpus[pool.name] = cohort if limit is None else min(own + limit, cohort)
+    return gpus
+
+
+def namespace_gpu_quota(config: PlatformConfig, tenant: TenantConfig) -> int:
+    return sum(namespace_pool_gpus(config, tenant).values())
+
+
+def namespace_compute_quota(config: PlatformConfig, tenant: TenantConfig) -> dict[str, str]:
+    """Beside the GPU quota: the same share of those GPUs' nodes' cpu and memory (as Kueue's ClusterQueue
+    gives them), so pods without GPUs cannot take the nodes' cpu or memory either. Requests, what the
+    scheduler reserves: a quota on limits would need limits on every container, and a default limit
+    below a container's own request makes the pod invalid."""
+    pools = {pool.name: pool for pool in config.gpu_pools}
+    cpu_milli = memory_mi = 0
+    for name, gpus in namespace_pool_gpus(config, tenant).items():
+        share = node_share(pools[name], gpus)
+        cpu_milli += int(share["cpu"].removesuffix("m"))
+        memory_mi += int(share["memory"].removesuffix("Mi"))
+    compute = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mi}Mi"}
+    return {f"requests.{resource}": amount for resource, amount in compute.items()}
 
 
 def tenants_hash(config: PlatformConfig) -> str:
@@ -361,6 +412,8 @@ def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, 
         # It talks to slurmdbd only, never to the API server.
         "automountServiceAccountToken": False,
         **system_placement(config),
+        # Tenants come with soperator 4.x, ACK or Slinky, which all declare the class: no tenant pod outranks it.
+        "priorityClassName": system_priority_class_name(config),
         "containers": [
             {
                 "name": "sacctmgr",
@@ -418,9 +471,33 @@ def priority_classes() -> list[dict[str, Any]]:
 def tenant_priority_policy(config: PlatformConfig) -> list[Rendered]:
     """The tenant classes are cluster-wide: only tenant namespaces may name them."""
     classes = [f"slurm-{level}" for level in LEVELS]
-    namespaces = [t.name for t in config.tenants if t.namespace]
-    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, namespaces, LABELS)
+    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, tenant_namespace_names(config), LABELS)
     return [Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
+
+
+def tenant_pod_policy(config: PlatformConfig) -> list[Rendered]:
+    """What Pod Security `restricted` leaves open in a tenant namespace, refused for every pod created there:
+    a priority class other than the tenant ones (Kubernetes' system-*-critical would evict a Slurm worker),
+    inline CSI volumes (restricted allows them: a driver such as csi-driver-nfs mounts any server the pod
+    names, outside the cluster's storage classes), and `spec.nodeName` (it skips the scheduler, and with
+    it the Slurm workers' anti-affinity and every taint)."""
+    classes = [f"slurm-{level}" for level in LEVELS]
+    validations = [
+        {
+            "expression": f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {json.dumps(classes)}",
+            "message": f"a tenant namespace's pods may name priority classes {', '.join(classes)} only",
+        },
+        {
+            "expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.csi))",
+            "message": "inline csi volumes are not allowed in a tenant namespace: use a PersistentVolumeClaim of a storage class",
+        },
+        {
+            "expression": "!has(object.spec.nodeName) || object.spec.nodeName == ''",
+            "message": "spec.nodeName is not allowed in a tenant namespace: the scheduler places its pods",
+        },
+    ]
+    policy, binding = admission_policy("slurm-tenant-pods", "pods", validations, tenant_namespace_names(config), LABELS)
+    return [Rendered("pod-policy", policy), Rendered("pod-policy-binding", binding)]
 
 
 def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
@@ -428,11 +505,12 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     for tenant in config.tenants:
         if not tenant.namespace:
             continue
+        metadata = {"namespace": tenant.name, "labels": LABELS}
         rendered += [
             # Holds the tenant's workloads and claims: removing the tenant must not delete them (README: Tenant namespaces).
             Rendered(
                 f"{tenant.name}-namespace",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": LABELS}},
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": {**LABELS, **POD_SECURITY_LABELS}}},
                 keep=True,
             ),
             Rendered(
@@ -440,9 +518,28 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                 {
                     "apiVersion": "v1",
                     "kind": "ResourceQuota",
-                    "metadata": {"name": "gpu-guarantee", "namespace": tenant.name, "labels": LABELS},
+                    "metadata": {"name": "gpu-guarantee", **metadata},
                     # Extended resources take only the requests. prefix in a quota.
-                    "spec": {"hard": {"requests.nvidia.com/gpu": str(namespace_gpu_quota(config, tenant))}},
+                    "spec": {"hard": {f"requests.{GPU}": str(namespace_gpu_quota(config, tenant))}},
+                },
+            ),
+            Rendered(
+                f"{tenant.name}-compute-quota",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "compute-share", **metadata},
+                    "spec": {"hard": namespace_compute_quota(config, tenant)},
+                },
+            ),
+            Rendered(
+                f"{tenant.name}-limit-range",
+                {
+                    "apiVersion": "v1",
+                    "kind": "LimitRange",
+                    "metadata": {"name": "container-defaults", **metadata},
+                    # A container that asks nothing gets these, so the quota above admits it.
+                    "spec": {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS}]},
                 },
             ),
         ]
@@ -457,6 +554,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     return [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
         *tenant_priority_policy(config),
+        *(tenant_pod_policy(config) if tenant_namespace_names(config) else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),
@@ -486,9 +584,11 @@ class Tenants(pulumi.ComponentResource):
         declared: dict[tuple[str, str], pulumi.Resource] = {}
         for rendered in render(config):
             manifest = rendered.manifest
-            # A quota waits for its namespace, the Job for its script.
+            # A quota or limit range waits for its namespace, the Job for its script.
+            in_namespace = ("Namespace", manifest["metadata"].get("namespace", ""))
             needs = {
-                "ResourceQuota": ("Namespace", manifest["metadata"].get("namespace", "")),
+                "ResourceQuota": in_namespace,
+                "LimitRange": in_namespace,
                 "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))

@@ -76,6 +76,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "nodePools[0].topologyLabels": ["cloud.example.com/rack"],
             "operators.kueue.values": HELM_VALUES,
             "tenants[0].kueueCells": [{"pool": "h100", "gpusPerCell": 8, "cells": 1}],
+            "tenants[0].namespace": True,
             "tenants[1].kueueCells": [],
         },
     ),

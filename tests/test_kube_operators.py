@@ -22,10 +22,12 @@ import pytest
 from components import kueue, tenancy
 from components.config import parse_config
 from components.slurm import operator_module
-from components.slurm.common import system_priority_class_name
+from components.slurm.common import system_priority_class_name, worker_anti_affinity, worker_placement
+from scripts.kwok_nodes import pool_nodes
 from tests.contracts import ACK_SCHEMAS, KUEUE_DIR, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
 from tests.kube import LocalCluster, contains, wait_until
+from tests.test_tenancy import two_teams, with_tenants
 
 # (stack, config overrides, CRD files the operator brings)
 OPERATOR_STACKS: dict[str, tuple[str, dict[str, Any], list[Path]]] = {
@@ -103,6 +105,11 @@ def test_every_rendered_custom_resource_is_accepted_by_the_api_server(cluster, o
     install_crds(cluster, crds)
     manifests = rendered_custom_resources(stack, ack_overrides)
     assert manifests, f"{operator}: the module rendered no custom resource"
+    assert_stored_as_sent(cluster, operator, manifests)
+
+
+def assert_stored_as_sent(cluster: LocalCluster, operator: str, manifests: list[dict[str, Any]]) -> None:
+    """Each manifest created with a server-side dry run and strict field validation, and stored with every field."""
     for namespace in sorted({m["metadata"]["namespace"] for m in manifests}):
         if cluster.get("namespace", namespace) is None:
             cluster.kubectl("create", "namespace", namespace)
@@ -112,6 +119,19 @@ def test_every_rendered_custom_resource_is_accepted_by_the_api_server(cluster, o
         stored = json.loads(result.stdout)
         # Nothing we sent was pruned: the server kept every field.
         assert contains(stored["spec"], manifest["spec"]), (operator, manifest["kind"], manifest["metadata"]["name"])
+
+
+@pytest.mark.parametrize("operator", ["soperator-4.1.7", "ack-2024-12", "slinky-1.2.1"])
+def test_workers_keeping_off_tenant_pods_are_accepted_by_the_api_server(cluster, operator):
+    """With a tenant namespace, every worker carries its pod anti-affinity (an empty label selector,
+    which a CRD could prune or refuse) through each operator's own CRD, stored as sent."""
+    stack, _, crds = OPERATOR_STACKS[operator]
+    install_crds(cluster, crds)
+    config = with_tenants(*two_teams(stack), stack=stack)
+    manifests = [r.manifest for r in operator_module(config).render(config) if not is_builtin(r.manifest) and r.manifest["kind"] not in UNCONTRACTED]
+    affinity = json.dumps(worker_anti_affinity(config))
+    assert sum(json.dumps(m).count(affinity) for m in manifests) == len(config.gpu_pools), operator
+    assert_stored_as_sent(cluster, operator, manifests)
 
 
 def test_the_api_server_refuses_an_unknown_field_of_each_operator(cluster):
@@ -170,7 +190,9 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
             result = admitted(namespace, priority_class)
             assert (result.returncode == 0) is allowed, (namespace, priority_class, result.stderr)
             if not allowed:
-                assert "ValidatingAdmissionPolicy" in result.stderr and "for namespaces" in result.stderr, result.stderr
+                # A tenant namespace's own allow-list may be the first to refuse (slurm-tenant-pods).
+                reasons = ("for namespaces", "may name priority classes")
+                assert "ValidatingAdmissionPolicy" in result.stderr and any(r in result.stderr for r in reasons), result.stderr
     finally:
         for manifest in manifests:
             cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
@@ -181,7 +203,8 @@ def test_every_kueue_object_is_accepted_by_the_api_server(cluster):
     (Kueue beside soperator 4.1.7), created with strict field validation; an unknown field is refused."""
     install_crds(cluster, sorted(KUEUE_DIR.glob("*.json")))
     config = parse_config(stack_config("prod-hoalac"))
-    manifests = [r.manifest for r in kueue.render(config)]
+    # Kueue's own kinds (its admission policies are run in the tenant namespace test).
+    manifests = [r.manifest for r in kueue.render(config) if r.manifest["apiVersion"] == kueue.API_VERSION]
     assert {m["kind"] for m in manifests} == {"Topology", "ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"}
     for namespace in sorted({m["metadata"]["namespace"] for m in manifests if "namespace" in m["metadata"]}):
         if cluster.get("namespace", namespace) is None:
@@ -195,3 +218,223 @@ def test_every_kueue_object_is_accepted_by_the_api_server(cluster):
     queue["spec"]["gpuQuota"] = 8
     refused = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-f", "-", check=False, stdin=json.dumps(queue))
     assert refused.returncode != 0 and 'unknown field "spec.gpuQuota"' in refused.stderr, refused.stderr
+
+
+# A container Pod Security `restricted` admits: what a tenant's own GPU job looks like.
+RESTRICTED_CONTAINER: dict[str, Any] = {
+    "name": "train",
+    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True, "runAsUser": 1000},
+}
+RESTRICTED_POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+
+
+def tenant_pod(namespace: str, name: str = "probe", gpus: int = 0, **spec: Any) -> dict[str, Any]:
+    """A restricted-compliant pod in a tenant namespace naming its LocalQueue; `spec` adds or replaces fields."""
+    container = copy.deepcopy(RESTRICTED_CONTAINER)
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"cpu": "8", "memory": "64Gi"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {kueue.QUEUE_LABEL: namespace}},
+        "spec": {
+            "securityContext": dict(RESTRICTED_POD_SECURITY),
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [container],
+            **spec,
+        },
+    }
+
+
+def with_container(pod: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    pod = copy.deepcopy(pod)
+    pod["spec"]["containers"][0].update(fields)
+    return pod
+
+
+def tenant_stack() -> tuple[Any, list[dict[str, Any]]]:
+    """prod-hoalac (soperator 4.1.7, Kueue, tenant vision with a namespace): every object that decides
+    what a tenant namespace admits, and the cluster's priority class and its policies."""
+    config = parse_config(stack_config("prod-hoalac"))
+    kinds = ("Namespace", "ResourceQuota", "LimitRange", "PriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    rendered = tenancy.render(config) + operator_module(config).render(config) + kueue.render(config)
+    return config, [r.manifest for r in rendered if r.manifest["kind"] in kinds]
+
+
+def wait_for_quotas(cluster: LocalCluster, namespace: str) -> None:
+    """The quota admission refuses pods until the quota controller has counted the namespace."""
+
+    def counted(quota: str) -> Any:
+        return (cluster.get("resourcequota", quota, namespace) or {}).get("status", {}).get("hard")
+
+    for quota in ("gpu-guarantee", "compute-share"):
+        wait_until(f"quota {namespace}/{quota}", partial(counted, quota))
+
+
+def test_a_tenant_namespace_admits_a_restricted_gpu_job_and_refuses_every_dangerous_pod(cluster):
+    """Pod Security `restricted` (the namespace's labels) and the policies of components/tenancy.py,
+    components/kueue.py and components/slurm/common.py, run by a real API server with its quota admission."""
+    config, manifests = tenant_stack()
+    tenant, slurm_namespace, system_class = "vision", config.cluster.namespace, system_priority_class_name(config)
+    if cluster.get("namespace", slurm_namespace) is None:
+        cluster.kubectl("create", "namespace", slurm_namespace)
+    cluster.apply(manifests)
+    try:
+        for namespace in (tenant, slurm_namespace):
+            wait_until(f"ServiceAccount {namespace}/default", partial(cluster.get, "serviceaccount", "default", namespace))
+        wait_for_quotas(cluster, tenant)
+
+        def create(manifest: dict[str, Any], *extra: str) -> subprocess.CompletedProcess:
+            return cluster.kubectl("create", "--dry-run=server", *extra, "-f", "-", check=False, stdin=json.dumps(manifest))
+
+        gpu_job = tenant_pod(tenant, gpus=8, priorityClassName="slurm-prod")
+        wait_until("the tenant policies", lambda: create(tenant_pod(tenant, nodeName="kwok-h100-0")).returncode != 0, timeout=60)
+        assert create(gpu_job).returncode == 0, create(gpu_job).stderr
+        # A pod that asks nothing gets the LimitRange's requests, which the cpu and memory quota counts.
+        plain = tenant_pod(tenant)
+        admitted = create(plain, "-o", "json")
+        assert admitted.returncode == 0, admitted.stderr
+        assert json.loads(admitted.stdout)["spec"]["containers"][0]["resources"]["requests"] == tenancy.DEFAULT_REQUESTS
+
+        pod_security = 'violates PodSecurity "restricted:v1.30"'
+        # The jail's export as prod-hanoi binds it (prod-hoalac's jail is a dynamic claim).
+        jail = parse_config(stack_config("prod-hanoi")).storage.jail.static_nfs
+        assert jail is not None
+        jail_nfs = {"server": jail.server, "path": jail.path}
+        refused = {
+            "privileged": (with_container(gpu_job, securityContext={"privileged": True}), pod_security),
+            "hostPath /var/lib/kubelet": (
+                tenant_pod(tenant, volumes=[{"name": "kubelet", "hostPath": {"path": "/var/lib/kubelet"}}]),
+                pod_security,
+            ),
+            "inline nfs of the jail's server": (tenant_pod(tenant, volumes=[{"name": "jail", "nfs": jail_nfs}]), pod_security),
+            "inline iscsi": (
+                tenant_pod(
+                    tenant, volumes=[{"name": "disk", "iscsi": {"targetPortal": "10.0.0.3:3260", "iqn": "iqn.2001-04.com.example:disk", "lun": 0}}]
+                ),
+                pod_security,
+            ),
+            "inline csi (a driver mounts what the pod names)": (
+                tenant_pod(
+                    tenant,
+                    volumes=[{"name": "jail", "csi": {"driver": "nfs.csi.k8s.io", "volumeAttributes": {"server": "10.0.0.2", "share": "/jail"}}}],
+                ),
+                "ValidatingAdmissionPolicy 'slurm-tenant-pods'",
+            ),
+            "hostNetwork": (tenant_pod(tenant, hostNetwork=True), pod_security),
+            "hostPID": (tenant_pod(tenant, hostPID=True), pod_security),
+            "hostIPC": (tenant_pod(tenant, hostIPC=True), pod_security),
+            "hostPort": (with_container(plain, ports=[{"containerPort": 22, "hostPort": 22}]), pod_security),
+            "root": (
+                with_container(plain, securityContext={**RESTRICTED_CONTAINER["securityContext"], "runAsNonRoot": False, "runAsUser": 0}),
+                pod_security,
+            ),
+            "added capability": (
+                with_container(
+                    plain, securityContext={**RESTRICTED_CONTAINER["securityContext"], "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}
+                ),
+                pod_security,
+            ),
+            "spec.nodeName onto a Slurm worker": (tenant_pod(tenant, nodeName="kwok-h100-0"), "ValidatingAdmissionPolicy 'slurm-tenant-pods'"),
+            "system-node-critical": (tenant_pod(tenant, priorityClassName="system-node-critical"), "ValidatingAdmissionPolicy 'slurm-tenant-pods'"),
+            "system-cluster-critical": (
+                tenant_pod(tenant, priorityClassName="system-cluster-critical"),
+                "ValidatingAdmissionPolicy 'slurm-tenant-pods'",
+            ),
+            "the Slurm cluster's class": (tenant_pod(tenant, priorityClassName=system_class), "ValidatingAdmissionPolicy"),
+            "no queue label": ({**plain, "metadata": {"name": "probe", "namespace": tenant}}, "ValidatingAdmissionPolicy 'slurm-tenant-queued-pods'"),
+            "another queue": (
+                {**plain, "metadata": {"name": "probe", "namespace": tenant, "labels": {kueue.QUEUE_LABEL: "llm"}}},
+                "ValidatingAdmissionPolicy 'slurm-tenant-queued-pods'",
+            ),
+            "more GPUs than its quota": (tenant_pod(tenant, gpus=16), "exceeded quota: gpu-guarantee"),
+        }
+        for case, (pod, reason) in refused.items():
+            result = create(pod)
+            assert result.returncode != 0 and reason in result.stderr, (case, result.stderr)
+        # Pods of a Job come from the job controller: admitted without the label (their Job carried it).
+        unlabeled = {**plain, "metadata": {"name": "probe", "namespace": tenant}}
+        by_job = create(unlabeled, "--as=system:serviceaccount:kube-system:job-controller")
+        assert by_job.returncode == 0, by_job.stderr
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": tenant, "labels": {kueue.QUEUE_LABEL: tenant}},
+            "spec": {"template": {"spec": {**gpu_job["spec"], "restartPolicy": "Never"}}},
+        }
+        assert create(job).returncode == 0, create(job).stderr
+        unqueued = create({**job, "metadata": {"name": "train", "namespace": tenant}})
+        assert unqueued.returncode != 0 and "ValidatingAdmissionPolicy 'slurm-tenant-queued-jobs'" in unqueued.stderr, unqueued.stderr
+        # Kubernetes' own classes stay out of the Slurm cluster's namespace; its class is admitted there.
+        slurm_pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": slurm_namespace},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
+        for critical in ("system-node-critical", "system-cluster-critical"):
+            result = create({**slurm_pod, "spec": {**slurm_pod["spec"], "priorityClassName": critical}})
+            assert result.returncode != 0 and f"ValidatingAdmissionPolicy '{system_class}-namespace'" in result.stderr, result.stderr
+        assert create({**slurm_pod, "spec": {**slurm_pod["spec"], "priorityClassName": system_class}}).returncode == 0
+    finally:
+        for manifest in manifests:
+            if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange"):
+                cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
+
+
+def test_the_scheduler_keeps_tenant_pods_off_slurm_workers_nodes(cluster):
+    """A Slurm worker's required anti-affinity (components/slurm/common.py worker_anti_affinity), with the
+    real scheduler on kwok nodes: tenant pods never join a worker's node, even when they ask for it, and a
+    worker does not join a node that runs a tenant pod."""
+    config, manifests = tenant_stack()
+    tenant, slurm_namespace = "vision", config.cluster.namespace
+    (pool,) = config.gpu_pools
+    nodes = pool_nodes(pool.model_copy(update={"node_count": 2}))
+    cluster.apply(nodes)
+    cluster.apply([m for m in manifests if m["kind"] in ("Namespace", "ResourceQuota", "LimitRange")])
+    if cluster.get("namespace", slurm_namespace) is None:
+        cluster.kubectl("create", "namespace", slurm_namespace)
+    for namespace in (tenant, slurm_namespace):
+        wait_until(f"ServiceAccount {namespace}/default", partial(cluster.get, "serviceaccount", "default", namespace))
+    wait_for_quotas(cluster, tenant)
+    worker_node, other_node = (node["metadata"]["name"] for node in nodes)
+
+    def worker(name: str, node: str) -> dict[str, Any]:
+        """A slurmd pod as the operators place it (worker_placement), held to one node."""
+        placement = worker_placement(config, pool)
+        placement["nodeSelector"] = {**placement["nodeSelector"], "kubernetes.io/hostname": node}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": slurm_namespace},
+            "spec": {**placement, "containers": [{"name": "slurmd", "image": "slurmd", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        }
+
+    def node_of(namespace: str, name: str) -> str:
+        return (cluster.get("pod", name, namespace) or {}).get("spec", {}).get("nodeName", "")
+
+    def unschedulable(namespace: str, name: str) -> str:
+        conditions = (cluster.get("pod", name, namespace) or {}).get("status", {}).get("conditions", [])
+        return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), "")
+
+    try:
+        cluster.apply([worker("slurmd-0", worker_node)])
+        assert wait_until("the worker to be scheduled", partial(node_of, slurm_namespace, "slurmd-0")) == worker_node
+        # Tenant pods that may go anywhere in the pool: never beside the worker.
+        pool_pods = [tenant_pod(tenant, f"free-{i}", nodeSelector=dict(pool.selector)) for i in range(4)]
+        cluster.apply(pool_pods)
+        placed = [wait_until(f"free-{i} to be scheduled", partial(node_of, tenant, f"free-{i}")) for i in range(4)]
+        assert set(placed) == {other_node}, placed
+        # One that asks for the worker's node by its hostname is not placed at all.
+        cluster.apply([tenant_pod(tenant, "onto-worker", nodeSelector={"kubernetes.io/hostname": worker_node})])
+        reason = wait_until("onto-worker to be refused by the scheduler", partial(unschedulable, tenant, "onto-worker"))
+        assert "anti-affinity" in reason and node_of(tenant, "onto-worker") == "", reason
+        # And a worker held to a node where tenant pods run is not placed either.
+        cluster.apply([worker("slurmd-1", other_node)])
+        reason = wait_until("slurmd-1 to be refused by the scheduler", partial(unschedulable, slurm_namespace, "slurmd-1"))
+        assert "anti-affinity" in reason and node_of(slurm_namespace, "slurmd-1") == "", reason
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", tenant, "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "pods", "--all", "-n", slurm_namespace, "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "nodes", *(node["metadata"]["name"] for node in nodes), "--ignore-not-found", "--wait=false")

@@ -5,11 +5,12 @@ tests/test_kube_operators.py)."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
-from components import kueue, tenancy
+from components import kueue, operator_charts, tenancy
 from components.charts import KUEUE
 from components.config import ConfigError, parse_config
 from components.tenancy import POD_PRIORITY
@@ -60,9 +61,13 @@ def test_a_flavor_and_topology_per_gpu_pool():
     ]
 
 
-def test_a_cluster_queue_per_tenant_holds_its_kueue_cells_in_one_cohort():
-    config = parse_config(stack_config(STACK))
-    queues = {q["metadata"]["name"]: q for q in by_kind(config)["ClusterQueue"]}
+def test_a_cluster_queue_per_tenant_namespace_holds_its_kueue_cells_in_one_cohort():
+    raw = copy.deepcopy(stack_config(STACK))
+    # Only vision's namespace is the stack's: the others get no queue (one made by anyone else would inherit it).
+    assert {q["metadata"]["name"] for q in by_kind(parse_config(raw))["ClusterQueue"]} == {"vision"}
+    for tenant in raw["tenants"]:
+        tenant["namespace"] = True
+    queues = {q["metadata"]["name"]: q for q in by_kind(parse_config(raw))["ClusterQueue"]}
     assert set(queues) == {"llm", "vision", "speech"}
     assert {q["spec"]["cohortName"] for q in queues.values()} == {"fpt-hpc"}
     # vision: one 8-GPU Kueue cell, borrowingCap 8; llm: none of its own, no cap; speech: cap 4.
@@ -75,10 +80,38 @@ def test_a_cluster_queue_per_tenant_holds_its_kueue_cells_in_one_cohort():
     assert queues["vision"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
     assert queues["vision"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
     # Without the oppo level a tenant borrows nothing.
-    raw = copy.deepcopy(stack_config(STACK))
     raw["tenants"][0]["priorities"] = ["prod", "test"]
     llm = next(q for q in by_kind(parse_config(raw))["ClusterQueue"] if q["metadata"]["name"] == "llm")
     assert gpu_quota(llm)["fpt-hpc-h100"]["borrowingLimit"] == 0
+
+
+def test_kueue_cells_need_a_namespace_the_stack_owns():
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["tenants"][1]["namespace"] = False
+    with pytest.raises(ConfigError, match=r"slurm-platform:tenants\[1\]\.namespace: must be true with kueueCells: .* set namespace: true; got false"):
+        parse_config(raw)
+
+
+def test_kueue_manages_every_workload_of_the_tenant_namespaces():
+    """The chart's config (Kueue 0.19.2's default Configuration, plus manageJobsWithoutQueueName for the
+    tenant namespaces), and the policies that hold whoever configures Kueue."""
+    config = parse_config(stack_config(STACK))
+    values = operator_charts.kueue_values(config)
+    configuration = json.loads(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and configuration["manageJobsWithoutQueueName"] is True
+    assert configuration["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision"]}]
+    }
+    assert "pod" in configuration["integrations"]["frameworks"] and "batch/job" in configuration["integrations"]["frameworks"]
+    (release,) = [r for r in operator_charts.chart_releases(config) if r.key == KUEUE]
+    assert release.values == values
+    policies = {m["metadata"]["name"]: m for m in by_kind(config)["ValidatingAdmissionPolicy"]}
+    assert set(policies) == {"slurm-tenant-queued-jobs", "slurm-tenant-queued-pods"}
+    for policy in policies.values():
+        assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["vision"]
+    (job_rule,) = policies["slurm-tenant-queued-jobs"]["spec"]["matchConstraints"]["resourceRules"]
+    assert (job_rule["apiGroups"], job_rule["resources"]) == (["batch"], ["jobs"])
+    assert "system:serviceaccount:kube-system:job-controller" in policies["slurm-tenant-queued-pods"]["spec"]["validations"][0]["expression"]
 
 
 def test_local_queues_only_in_tenant_namespaces_and_priorities_as_the_pod_classes():
@@ -92,6 +125,7 @@ def test_local_queues_only_in_tenant_namespaces_and_priorities_as_the_pod_classe
 def test_the_fit_check_places_kueue_cells_on_the_nodes_that_are_not_slurm_workers():
     raw = copy.deepcopy(stack_config(STACK))
     raw["tenants"][0]["kueueCells"] = [{"pool": "h100", "gpusPerCell": 8, "cells": 1}]  # a second spare node is needed
+    raw["tenants"][0]["namespace"] = True
     with pytest.raises(ConfigError) as refused:
         parse_config(raw)
     assert (
@@ -111,7 +145,7 @@ def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():
     chart = run.named(f"operators-{KUEUE}")
     assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue" and chart.inputs["version"] == "0.19.2"
     objects = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/")]
-    assert len(objects) == 9
+    assert len(objects) == 7  # a topology, a flavor, three priority classes, vision's two queues
     namespace = run.named("tenants-vision-namespace")
     for resource in objects:
         assert chart.urn in resource.dependencies and namespace.urn in resource.dependencies, resource.name
@@ -126,10 +160,15 @@ def test_a_tenant_namespace_quota_admits_what_kueue_may_admit_for_it():
     assert vision.guaranteed_gpus == 8 and tenancy.namespace_gpu_quota(parse_config(raw), vision) == 8  # its 8 Kueue GPUs; the cohort has no more
     raw["nodePools"][0]["nodeCount"] = 6
     raw["tenants"][0]["kueueCells"] = [{"pool": "h100", "gpusPerCell": 8, "cells": 1}]
+    raw["tenants"][0]["namespace"] = True
     config = parse_config(raw)
     # 8 of its own and up to 8 borrowed (borrowingCap 8) from llm's idle 8: 16, what the ResourceQuota allows.
     assert tenancy.namespace_gpu_quota(config, config.tenants[1]) == 16
-    (quota,) = [r.manifest for r in tenancy.render(config) if r.manifest["kind"] == "ResourceQuota"]
+    (quota,) = [
+        r.manifest
+        for r in tenancy.render(config)
+        if r.manifest["metadata"] == {**r.manifest["metadata"], "name": "gpu-guarantee", "namespace": "vision"}
+    ]
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
     raw["tenants"][1]["borrowingCap"] = 2
     assert tenancy.namespace_gpu_quota(parse_config(raw), parse_config(raw).tenants[1]) == 10

@@ -79,9 +79,9 @@ def test_tenant_namespaces_are_protected_and_kept_when_the_tenant_goes():
     namespaces = [r for r in run.of_type("kubernetes:core/v1:Namespace") if r.parent.endswith("Tenants::tenants")]
     assert [r.inputs["metadata"]["name"] for r in namespaces] == ["vision"]
     assert all(r.protect and r.retain_on_delete for r in namespaces)
-    # Its quota is not data: it goes with the tenant.
-    (quota,) = run.of_type("kubernetes:core/v1:ResourceQuota")
-    assert not quota.protect and not quota.retain_on_delete
+    # Its quotas and defaults are not data: they go with the tenant.
+    kept = run.of_type("kubernetes:core/v1:ResourceQuota") + run.of_type("kubernetes:core/v1:LimitRange")
+    assert len(kept) == 3 and not any(r.protect or r.retain_on_delete for r in kept)
 
 
 # --- Slurm's root account, and the images' users and groups ---------------------------------------

@@ -5,6 +5,7 @@ Kubernetes sides."""
 from __future__ import annotations
 
 import copy
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -14,10 +15,11 @@ from slurm_rules import kube_rules
 from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
 
 from components import tenancy
-from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config
+from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, quantity_value
 from components.ldap import seed_ldif
 from components.platform import build_platform
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
+from components.slurm.common import worker_anti_affinity
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
 from tests.test_program import run_stack
@@ -480,14 +482,45 @@ def test_priority_classes_order_prod_test_oppo_and_oppo_never_preempts():
     assert classes["slurm-prod"]["preemptionPolicy"] == "PreemptLowerPriority"
 
 
-def test_a_tenant_namespace_gets_its_guarantee_as_gpu_quota():
+def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_the_nodes_as_quota():
     stack = OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]
     config = with_tenants(*two_teams(stack), stack=stack)
     rendered = tenancy.render(config)
-    assert [r.manifest["metadata"]["name"] for r in rendered if r.manifest["kind"] == "Namespace"] == ["team-b"]
-    (quota,) = manifest_of(rendered, "ResourceQuota")
-    assert quota["metadata"]["namespace"] == "team-b"
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": str(config.tenants[1].guaranteed_gpus)}
+    (namespace,) = manifest_of(rendered, "Namespace")
+    assert namespace["metadata"]["name"] == "team-b"
+    # Pod Security restricted, enforced (and warned and audited) at a pinned version.
+    labels = namespace["metadata"]["labels"]
+    for mode in ("enforce", "warn", "audit"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted" and labels[f"pod-security.kubernetes.io/{mode}-version"] == "v1.30"
+    quotas = {q["metadata"]["name"]: q for q in manifest_of(rendered, "ResourceQuota")}
+    assert {q["metadata"]["namespace"] for q in quotas.values()} == {"team-b"}
+    gpus = config.tenants[1].guaranteed_gpus
+    assert quotas["gpu-guarantee"]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(gpus)}
+    # Its GPUs' share of their nodes' cpu and memory, as Kueue's ClusterQueue counts it.
+    (pool,) = [p for p in config.gpu_pools if p.name == config.tenants[1].cells[0].pool]
+    share = tenancy.node_share(pool, gpus)
+    assert quotas["compute-share"]["spec"]["hard"] == {"requests.cpu": share["cpu"], "requests.memory": share["memory"]}
+    assert quantity_value(share["cpu"]) == quantity_value(pool.cpu_per_node) * gpus / pool.gpus_per_node
+    # A container that asks nothing is given requests, so the quota does not refuse it.
+    (limits,) = manifest_of(rendered, "LimitRange")
+    assert limits["metadata"]["namespace"] == "team-b"
+    assert limits["spec"]["limits"] == [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}]
+    # The policy for what restricted leaves open, bound to the tenant namespaces only.
+    (policy,) = [p for p in manifest_of(rendered, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-pods"]
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
+    assert len(policy["spec"]["validations"]) == 3
+
+
+def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level_and_node():
+    for name, stack in OPERATOR_STACKS.items():
+        config = with_tenants(*two_teams(stack), stack=stack)
+        (job,) = manifest_of(tenancy.render(config), "Job")
+        assert job["spec"]["template"]["spec"]["priorityClassName"] == f"{config.cluster.name}-slurm-system", name
+        # Every worker pod: required anti-affinity to every pod of the tenant namespaces, per node.
+        rendered = json.dumps([r.manifest for r in operator_module(config).render(config)])
+        term = worker_anti_affinity(config)["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["labelSelector"] == {} and term["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
+        assert rendered.count(json.dumps(worker_anti_affinity(config))) == len(config.gpu_pools), name
 
 
 def test_no_tenants_render_nothing():
@@ -666,3 +699,12 @@ def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
     assert ack_client.munge_image is None
     assert "initContainers" not in tenancy.sacctmgr_job(ack_config, ack_client)["spec"]["template"]["spec"]
     assert "runuser -u munge -- munged" in tenancy.sacctmgr_script(ack_config, ack_client)
+
+
+def test_ldap_runs_at_the_slurm_clusters_class_once_it_exists():
+    """ldap-0 outranks every tenant class too: created after the class it names."""
+    run = run_stack("prod-hoalac")
+    priority_class = run.named("slurm-priority-class")
+    server = run.named("ldap-server")
+    assert server.inputs["spec"]["template"]["spec"]["priorityClassName"] == "fpt-hpc-slurm-system"
+    assert priority_class.urn in server.dependencies

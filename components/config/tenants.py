@@ -90,8 +90,9 @@ class TenantConfig(Model):
     )
     namespace: bool = Field(
         False,
-        description="Declare a namespace <name> with a ResourceQuota of requests.nvidia.com/gpu = guarantee (protected and "
-        "retained on delete; not default, kube-*, the cluster's or an operator's namespace).",
+        description="Declare a namespace <name> for the tenant: Pod Security restricted, quotas of its GPUs and their share "
+        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, kube-*, "
+        "the cluster's or an operator's namespace). Needed for kueueCells.",
     )
 
     @property
@@ -208,6 +209,13 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             yield Problem(("tenants", i, "borrowingCap"), "caps oppo jobs, but priorities has no oppo", tenant.borrowing_cap)
         if tenant.kueue_cells and not config.operators.kueue.enabled:
             yield Problem(("tenants", i, "kueueCells"), "needs operators.kueue.enabled: true (Kueue holds these cells)", len(tenant.kueue_cells))
+        if tenant.kueue_cells and not tenant.namespace:
+            yield Problem(
+                ("tenants", i, "namespace"),
+                "must be true with kueueCells: its ClusterQueue admits workloads from the namespace named after the tenant, "
+                "so the stack must own that namespace (one made by anyone else would inherit the queue); set namespace: true",
+                tenant.namespace,
+            )
         for field, cells in (("cells", tenant.cells), ("kueueCells", tenant.kueue_cells)):
             for j, cell in enumerate(cells):
                 pool = pools.get(cell.pool)

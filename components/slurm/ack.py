@@ -48,7 +48,6 @@ from .common import (
     no_status_message,
     node_port_fields,
     partition_options,
-    pool_tolerations,
     service_account_rbac,
     ssh_command_for,
     ssh_endpoint,
@@ -57,6 +56,7 @@ from .common import (
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
+    worker_placement,
 )
 
 OPERATOR = "ack-slurm-operator"
@@ -308,9 +308,7 @@ def head_template(config: PlatformConfig) -> dict[str, Any]:
 
 
 def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
-    placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
-    if pool.taints:
-        placement["tolerations"] = pool_tolerations(pool)
+    placement = worker_placement(config, pool)
     # slurmd confines each job in a cgroup of its own (cgroup.conf): that takes a writable /sys/fs/cgroup and,
     # on cgroup v2, loading BPF device filters, which a container gets only privileged (as Slinky's and soperator's slurmd).
     resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))

@@ -16,6 +16,11 @@ SSHD_PORT = 22
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
 # stay below Kubernetes' system-cluster-critical (2000000000): no tenant pod can preempt a worker.
 SYSTEM_PRIORITY = 1000000
+# Kubernetes' own classes (2000001000 and 2000000000): above every other, they evict anything, Slurm workers included.
+SYSTEM_CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
+# Every namespace carries its name in this label (set by the API server, nobody can change it).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def resources(pod: PodResources) -> dict[str, Any]:
@@ -44,6 +49,39 @@ def system_placement(config: PlatformConfig) -> dict[str, Any]:
 
     placement = node_filter("system", system_pools(config))
     placement.pop("name")
+    return placement
+
+
+def tenant_namespace_names(config: PlatformConfig) -> list[str]:
+    """The namespaces the stack declares for tenants (namespace: true): the ones handed to tenants."""
+    return [t.name for t in config.tenants if t.namespace]
+
+
+def worker_anti_affinity(config: PlatformConfig) -> dict[str, Any]:
+    """A Slurm worker pod's `affinity`: no pod of a tenant namespace on its node. Required pod anti-affinity
+    binds both ways: the scheduler places no tenant pod where a worker runs, and no worker where a tenant
+    pod runs, whatever the tenant's pod says (tenant pods cannot bypass the scheduler: `spec.nodeName` is
+    refused there, tenancy.tenant_pod_policy). Nothing without tenant namespaces."""
+    namespaces = tenant_namespace_names(config)
+    if not namespaces:
+        return {}
+    term = {
+        # Empty: every pod of those namespaces, whatever its labels.
+        "labelSelector": {},
+        "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
+        "topologyKey": HOSTNAME_LABEL,
+    }
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def worker_placement(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    """A Slurm worker pod's placement on `pool` (PodSpec fields): its nodes, their taints, and no tenant pod beside it."""
+    placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
+    if pool.taints:
+        placement["tolerations"] = pool_tolerations(pool)
+    affinity = worker_anti_affinity(config)
+    if affinity:
+        placement["affinity"] = affinity
     return placement
 
 
@@ -148,9 +186,38 @@ def priority_class_policy(name: str, classes: list[str], namespaces: list[str], 
     return [policy, binding]
 
 
+def admission_policy(
+    name: str, resource: str, validations: list[dict[str, str]], namespaces: list[str], labels: dict[str, str], group: str = "", version: str = "v1"
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy checking every `resource` created in `namespaces` (by name: the label
+    the API server sets), whoever creates it, and its binding."""
+    metadata = {"name": name, "labels": labels}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}],
+                "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
+            },
+            "validations": validations,
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata,
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
 def system_priority(config: PlatformConfig) -> list[Rendered]:
     """The class every Slurm pod of this cluster runs at (each operator's own field for it),
-    usable in the cluster's namespace only."""
+    usable in the cluster's namespace only; and Kubernetes' system-*-critical kept out of that
+    namespace (unless the GPU operator, whose pods run at system-node-critical, shares it)."""
     name = system_priority_class_name(config)
     labels = {"app.kubernetes.io/managed-by": "slurm-platform"}
     priority_class = {
@@ -164,7 +231,22 @@ def system_priority(config: PlatformConfig) -> list[Rendered]:
         "description": f"Slurm cluster {config.cluster.name}: above every tenant class (slurm-platform).",
     }
     policy, binding = priority_class_policy(name, [name], [config.cluster.namespace], labels)
-    return [Rendered("priority-class", priority_class), Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
+    rendered = [Rendered("priority-class", priority_class), Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
+    if config.operators.gpu_operator.namespace != config.cluster.namespace:
+        critical = admission_policy(
+            f"{name}-namespace",
+            "pods",
+            [
+                {
+                    "expression": f"!has(object.spec.priorityClassName) || !(object.spec.priorityClassName in {json.dumps(list(SYSTEM_CRITICAL_CLASSES))})",
+                    "message": f"{' and '.join(SYSTEM_CRITICAL_CLASSES)} are not for the Slurm cluster's namespace: its pods run at {name}",
+                }
+            ],
+            [config.cluster.namespace],
+            labels,
+        )
+        rendered += [Rendered("namespace-priority-policy", critical[0]), Rendered("namespace-priority-policy-binding", critical[1])]
+    return rendered
 
 
 def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> str:

@@ -29,7 +29,6 @@ from .common import (
     no_removed_workers_warning,
     no_status_message,
     partition_options,
-    pool_tolerations,
     ssh_command_for,
     ssh_endpoint,
     submount_volumes,
@@ -37,6 +36,7 @@ from .common import (
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
+    worker_placement,
 )
 
 OPERATOR = "Slinky slurm-operator 1.2.1"
@@ -146,9 +146,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     volumes, mounts = submount_volumes(config)
     ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
     volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
-    pod: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
-    if pool.taints:
-        pod["tolerations"] = pool_tolerations(pool)
+    pod = worker_placement(config, pool)
     if volumes:
         pod["volumes"] = volumes
     slurmd: dict[str, Any] = {"image": image(config, "slurmd"), "resources": container_resources(worker.slurmd, gpu_resources(config, pool))}
@@ -251,6 +249,8 @@ def mariadb(config: PlatformConfig) -> dict[str, Any]:
             "passwordSecretKeyRef": {"name": n["mariadb_password"], "key": "password"},
             "storage": {"size": accounting.storage_size, "storageClassName": accounting.storage_class_name},
             "replicas": 1,
+            # Its pod, as every Slurm pod: above every tenant class.
+            "priorityClassName": system_priority_class_name(config),
         },
     }
 

@@ -25,7 +25,6 @@ from .common import (
     no_live_login,
     no_removed_workers_warning,
     partition_options,
-    pool_tolerations,
     resources,
     service_account_rbac,
     ssh_command_for,
@@ -33,6 +32,7 @@ from .common import (
     system_priority,
     system_priority_class_name,
     tenant_slurm_conf,
+    worker_placement,
 )
 
 OPERATOR = "soperator 4.1.7"
@@ -213,7 +213,7 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
         "replicas": pool.worker_replicas,
         "maxUnavailable": "20%",
         "priorityClass": system_priority_class_name(config),
-        "nodeSelector": dict(pool.selector),
+        **worker_placement(config, pool),
         "gpu": {"enabled": True},
         # The pool's Slurm node feature: the tenants' reservations pick their nodes by it (and `sbatch -C <pool>` works).
         "nodeConfig": {"features": [pool_feature(config, pool)]},
@@ -255,9 +255,6 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
     if "sssd" in spec:
         repository, tag = SSSD_IMAGE.rsplit(":", 1)
         spec["sssd"]["image"] = {"repository": repository, "tag": tag}
-    tolerations = pool_tolerations(pool)
-    if tolerations:
-        spec["tolerations"] = tolerations
     return {
         "apiVersion": NODESET_API_VERSION,
         "kind": "NodeSet",
