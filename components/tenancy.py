@@ -500,6 +500,63 @@ def tenant_pod_policy(config: PlatformConfig) -> list[Rendered]:
     return [Rendered("pod-policy", policy), Rendered("pod-policy-binding", binding)]
 
 
+def tenant_service_policy(config: PlatformConfig) -> list[Rendered]:
+    """A tenant's Services stay inside the cluster: ClusterIP only (a LoadBalancer or NodePort would expose its
+    pods beyond the cluster's network), and no externalIPs, which capture traffic the whole cluster sends to
+    those addresses (CVE-2020-8554): Alibaba's metadata endpoint 100.100.100.200, or another tenant's Service."""
+    validations = [
+        {
+            "expression": "!has(object.spec.type) || object.spec.type == 'ClusterIP'",
+            "message": "a tenant namespace's Services are ClusterIP: exposing a tenant's pods beyond the cluster is the platform team's",
+        },
+        {
+            "expression": "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+            "message": "externalIPs are not allowed in a tenant namespace: they capture the cluster's traffic to those addresses",
+        },
+    ]
+    policy, binding = admission_policy(
+        "slurm-tenant-services", "services", validations, tenant_namespace_names(config), LABELS, operations=("CREATE", "UPDATE")
+    )
+    return [Rendered("service-policy", policy), Rendered("service-policy-binding", binding)]
+
+
+# What a tenant may do in its namespace (Role slurm-tenant): run and manage its workloads, claims, Secrets and
+# Services, and read its queues, quotas and network policies. Never RBAC, quotas, limit ranges or NetworkPolicies
+# (Kubernetes' edit and admin roles may change NetworkPolicies: deleting default-deny would open the metadata
+# endpoints and the NFS servers), nor pods/binding or pods/ephemeralcontainers.
+TENANT_ROLE = "slurm-tenant"
+READ = ["get", "list", "watch"]
+MANAGE = [*READ, "create", "update", "patch", "delete", "deletecollection"]
+TENANT_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims"], "verbs": MANAGE},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward"], "verbs": ["get", "create"]},
+    {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": MANAGE},
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": MANAGE},
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": READ},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": READ},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": READ},
+]
+
+
+def tenant_access(tenant: TenantConfig) -> list[Rendered]:
+    """The Role slurm-tenant in its namespace, bound to its kubernetesGroups when it names any."""
+    metadata = {"name": TENANT_ROLE, "namespace": tenant.name, "labels": LABELS}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": TENANT_RULES}
+    rendered = [Rendered(f"{tenant.name}-role", role)]
+    if tenant.kubernetes_groups:
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in tenant.kubernetes_groups],
+        }
+        rendered.append(Rendered(f"{tenant.name}-role-binding", binding))
+    return rendered
+
+
 def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     rendered = []
     for tenant in config.tenants:
@@ -543,6 +600,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                 },
             ),
         ]
+        rendered += tenant_access(tenant)
     return rendered
 
 
@@ -554,7 +612,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     return [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
         *tenant_priority_policy(config),
-        *(tenant_pod_policy(config) if tenant_namespace_names(config) else []),
+        *(tenant_pod_policy(config) + tenant_service_policy(config) if tenant_namespace_names(config) else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),
@@ -589,6 +647,8 @@ class Tenants(pulumi.ComponentResource):
             needs = {
                 "ResourceQuota": in_namespace,
                 "LimitRange": in_namespace,
+                "Role": in_namespace,
+                "RoleBinding": in_namespace,
                 "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))

@@ -257,7 +257,16 @@ def tenant_stack() -> tuple[Any, list[dict[str, Any]]]:
     """prod-hoalac (soperator 4.1.7, Kueue, tenant vision with a namespace): every object that decides
     what a tenant namespace admits, and the cluster's priority class and its policies."""
     config = parse_config(stack_config("prod-hoalac"))
-    kinds = ("Namespace", "ResourceQuota", "LimitRange", "PriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    kinds = (
+        "Namespace",
+        "ResourceQuota",
+        "LimitRange",
+        "PriorityClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "Role",
+        "RoleBinding",
+    )
     rendered = tenancy.render(config) + operator_module(config).render(config) + kueue.render(config)
     return config, [r.manifest for r in rendered if r.manifest["kind"] in kinds]
 
@@ -438,3 +447,71 @@ def test_the_scheduler_keeps_tenant_pods_off_slurm_workers_nodes(cluster):
         cluster.kubectl("delete", "pods", "--all", "-n", tenant, "--ignore-not-found", "--wait=false")
         cluster.kubectl("delete", "pods", "--all", "-n", slurm_namespace, "--ignore-not-found", "--wait=false")
         cluster.kubectl("delete", "nodes", *(node["metadata"]["name"] for node in nodes), "--ignore-not-found", "--wait=false")
+
+
+def test_a_tenant_group_runs_its_workloads_and_cannot_open_its_namespace(cluster):
+    """The Role slurm-tenant bound to prod-hoalac's vision group (tenants[].kubernetesGroups), asked of the real
+    API server's RBAC as a member of that group, and the Services policy: ClusterIP only, no externalIPs."""
+    config, manifests = tenant_stack()
+    tenant = "vision"
+    install_crds(cluster, sorted(KUEUE_DIR.glob("*.json")))  # RBAC knows a kind only once it is served
+    if cluster.get("namespace", config.cluster.namespace) is None:
+        cluster.kubectl("create", "namespace", config.cluster.namespace)
+    cluster.apply(manifests)
+    member = ["--as=dungpham", "--as-group=oidc:team-vision"]
+
+    def may(*request: str, who: list[str] = member) -> bool:
+        answer = cluster.kubectl("auth", "can-i", *request, "-n", tenant, *who, check=False).stdout.strip()
+        assert answer in ("yes", "no"), (request, answer)
+        return answer == "yes"
+
+    try:
+        for request in (
+            ("create", "jobs.batch"),
+            ("delete", "pods"),
+            ("create", "pods/exec"),
+            ("create", "services"),
+            ("list", "localqueues.kueue.x-k8s.io"),
+        ):
+            assert may(*request), request
+        for request in (
+            ("delete", "networkpolicies.networking.k8s.io/default-deny"),
+            ("create", "networkpolicies.networking.k8s.io"),
+            ("patch", "resourcequotas/gpu-guarantee"),
+            ("delete", "limitranges/container-defaults"),
+            ("create", "rolebindings.rbac.authorization.k8s.io"),
+            ("update", "pods", "--subresource=ephemeralcontainers"),
+            ("create", "pods", "--subresource=binding"),
+            ("create", "serviceaccounts", "--subresource=token"),
+            ("delete", f"namespaces/{tenant}"),
+        ):
+            assert not may(*request), request
+        # Someone outside the group gets nothing there.
+        assert not may("create", "jobs.batch", who=["--as=mallory", "--as-group=oidc:team-speech"])
+
+        def service(name: str, **spec: Any) -> dict[str, Any]:
+            return {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "namespace": tenant},
+                "spec": {"selector": {"app": "train"}, "ports": [{"port": 29500}], **spec},
+            }
+
+        def create(manifest: dict[str, Any], *extra: str) -> subprocess.CompletedProcess:
+            return cluster.kubectl("create", *member, *extra, "-f", "-", check=False, stdin=json.dumps(manifest))
+
+        policy = "ValidatingAdmissionPolicy 'slurm-tenant-services'"
+        wait_until("the Services policy", lambda: create(service("lb", type="LoadBalancer"), "--dry-run=server").returncode != 0, timeout=60)
+        for name, spec in {"lb": {"type": "LoadBalancer"}, "np": {"type": "NodePort"}, "mitm": {"externalIPs": ["100.100.100.200"]}}.items():
+            refused = create(service(name, **spec), "--dry-run=server")
+            assert refused.returncode != 0 and policy in refused.stderr, (name, refused.stderr)
+        # A headless Service for a distributed job is the tenant's to make; turning it into a NodePort is not.
+        created = create(service("rendezvous", clusterIP="None"))
+        assert created.returncode == 0, created.stderr
+        changed = cluster.kubectl("patch", "service", "rendezvous", "-n", tenant, *member, "-p", '{"spec":{"externalIPs":["10.0.0.9"]}}', check=False)
+        assert changed.returncode != 0 and policy in changed.stderr, changed.stderr
+    finally:
+        cluster.kubectl("delete", "service", "rendezvous", "-n", tenant, "--ignore-not-found")
+        for manifest in manifests:
+            if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange", "Role", "RoleBinding"):
+                cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")

@@ -708,3 +708,50 @@ def test_ldap_runs_at_the_slurm_clusters_class_once_it_exists():
     server = run.named("ldap-server")
     assert server.inputs["spec"]["template"]["spec"]["priorityClassName"] == "fpt-hpc-slurm-system"
     assert priority_class.urn in server.dependencies
+
+
+def test_a_tenant_role_manages_its_workloads_and_never_rbac_quotas_or_network_policies():
+    """The Role its kubernetesGroups get: whatever a tenant's jobs need, none of what keeps the namespace safe."""
+    config = parse_config(stack_config("prod-hoalac"))
+    by_role = {r.role: r.manifest for r in tenancy.render(config)}
+    role, binding = by_role["vision-role"], by_role["vision-role-binding"]
+    granted = {(group, resource): set(rule["verbs"]) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {"create", "delete"} <= granted[("batch", "jobs")] and {"create", "delete"} <= granted[("", "pods")]
+    for key in (("networking.k8s.io", "networkpolicies"), ("", "resourcequotas"), ("", "limitranges")):
+        assert granted[key] == {"get", "list", "watch"}, key
+    forbidden = ("pods/binding", "pods/ephemeralcontainers", "namespaces", "serviceaccounts", "serviceaccounts/token")
+    assert not [key for key in granted if key[0] == "rbac.authorization.k8s.io" or key[1] in forbidden or key[1].endswith("/status")]
+    assert not any("*" in verbs or "*" in key for key, verbs in granted.items())
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slurm-tenant"}
+    assert binding["metadata"]["namespace"] == "vision" and binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "oidc:team-vision"}
+    ]
+    # Without groups the Role is there to bind by hand, and nothing is bound.
+    raw = stack_config("prod-hoalac")
+    del raw["tenants"][1]["kubernetesGroups"]
+    roles = [r.role for r in tenancy.render(parse_config(raw))]
+    assert "vision-role" in roles and "vision-role-binding" not in roles
+
+
+@pytest.mark.parametrize(
+    ("groups", "namespace", "line"),
+    [
+        (["system:authenticated"], True, "slurm-platform:tenants[1].kubernetesGroups[0]: system: groups are Kubernetes' own"),
+        (["team vision"], True, "slurm-platform:tenants[1].kubernetesGroups[0]: must be a group name as the cluster's authenticator gives it"),
+        (["oidc:vision", "oidc:vision"], True, "slurm-platform:tenants[1].kubernetesGroups[1]: is listed twice in this tenant"),
+        (
+            ["oidc:vision"],
+            False,
+            "slurm-platform:tenants[1].kubernetesGroups: are bound in the tenant's namespace, which the stack declares only with namespace: true",
+        ),
+    ],
+)
+def test_kubernetes_groups_that_would_bind_everyone_or_nothing_are_refused(groups, namespace, line):
+    raw = stack_config("prod-hoalac")
+    raw["tenants"][1]["kubernetesGroups"] = groups
+    raw["tenants"][1]["namespace"] = namespace
+    if not namespace:
+        raw["tenants"][1]["kueueCells"] = []
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert line in str(error.value)

@@ -267,6 +267,19 @@ SYSTEM_DIRECTORIES = (
 )
 
 
+# What an authenticator (OIDC, a cloud's IAM mapping) may call a group: printable, no spaces, as RBAC subjects are written.
+KUBERNETES_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,252}$")
+
+
+def _check_kubernetes_group(value: str) -> str:
+    if not KUBERNETES_GROUP.match(value):
+        raise ValueError("must be a group name as the cluster's authenticator gives it: letters, digits and . _ : @ / + = -, at most 253")
+    if value.startswith("system:"):
+        # system:authenticated, system:serviceaccounts, ...: every user or every pod of the cluster, not a team.
+        raise ValueError("system: groups are Kubernetes' own (system:authenticated is everyone); name the team's group")
+    return value
+
+
 def _check_cluster_name(value: str) -> str:
     errors = kube_rules.is_dns1035_label(value)
     if len(value) > CLUSTER_NAME_MAX:
@@ -301,6 +314,7 @@ ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors)]
 ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors)]
 ImageTag = Annotated[str, AfterValidator(_check_tag)]
 InterfaceName = Annotated[str, AfterValidator(_check_interface_name)]
+KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 

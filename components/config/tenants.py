@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, Model, Problem, duplicates
+from .fields import DnsLabel, KubernetesGroup, Model, Problem, duplicates
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -93,6 +93,12 @@ class TenantConfig(Model):
         description="Declare a namespace <name> for the tenant: Pod Security restricted, quotas of its GPUs and their share "
         "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, kube-*, "
         "the cluster's or an operator's namespace). Needed for kueueCells.",
+    )
+    kubernetes_groups: list[KubernetesGroup] = Field(
+        default_factory=list,
+        description="Groups, as the cluster's authenticator names them (e.g. OIDC's), bound in its namespace to the Role "
+        "slurm-tenant: its workloads, claims, Secrets and Services, and reading its queues, quotas and network policies; "
+        "never RBAC, quotas or NetworkPolicies. Needs namespace: true.",
     )
 
     @property
@@ -193,6 +199,14 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             )
         for k, user in duplicates(list(tenant.users)):
             yield Problem(("tenants", i, "users", k), "is listed twice in this tenant", user)
+        if tenant.kubernetes_groups and not tenant.namespace:
+            yield Problem(
+                ("tenants", i, "kubernetesGroups"),
+                "are bound in the tenant's namespace, which the stack declares only with namespace: true; add `namespace: true`",
+                tenant.kubernetes_groups,
+            )
+        for k, group in duplicates(list(tenant.kubernetes_groups)):
+            yield Problem(("tenants", i, "kubernetesGroups", k), "is listed twice in this tenant", group)
         borrowable = config.slurm_gpus - tenant.guaranteed_gpus
         if tenant.borrowing_cap is not None and tenant.borrowing_cap > borrowable:
             yield Problem(

@@ -187,10 +187,17 @@ def priority_class_policy(name: str, classes: list[str], namespaces: list[str], 
 
 
 def admission_policy(
-    name: str, resource: str, validations: list[dict[str, str]], namespaces: list[str], labels: dict[str, str], group: str = "", version: str = "v1"
+    name: str,
+    resource: str,
+    validations: list[dict[str, str]],
+    namespaces: list[str],
+    labels: dict[str, str],
+    group: str = "",
+    version: str = "v1",
+    operations: tuple[str, ...] = ("CREATE",),
 ) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy checking every `resource` created in `namespaces` (by name: the label
-    the API server sets), whoever creates it, and its binding."""
+    """A ValidatingAdmissionPolicy checking every `resource` created (or as `operations` say) in `namespaces`
+    (by name: the label the API server sets), whoever sends it, and its binding."""
     metadata = {"name": name, "labels": labels}
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -199,7 +206,7 @@ def admission_policy(
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
-                "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}],
+                "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations), "resources": [resource]}],
                 "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
             },
             "validations": validations,
