@@ -55,7 +55,14 @@ COMMON_EXTRAS: dict[str, Any] = {
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
     "slurm.slinky.controllerStorageClassName": "standard-rwo",
 }
-TENANT = {"name": "team-a", "ldapGroup": "team-a-users", "users": ["alice"], "namespace": True, "priorities": ["prod", "test", "oppo"]}
+TENANT = {
+    "name": "team-a",
+    "ldapGroup": "team-a-users",
+    "users": ["alice"],
+    "namespace": True,
+    "kubernetesGroups": ["oidc:team-a"],
+    "priorities": ["prod", "test", "oppo"],
+}
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "soperator 1.14.10": (
         "prod-hanoi",
