@@ -474,7 +474,7 @@ def test_a_tenant_group_runs_its_workloads_and_cannot_open_its_namespace(cluster
             ("list", "localqueues.kueue.x-k8s.io"),
         ):
             assert may(*request), request
-        for request in (
+        for refused_request in (
             ("delete", "networkpolicies.networking.k8s.io/default-deny"),
             ("create", "networkpolicies.networking.k8s.io"),
             ("patch", "resourcequotas/gpu-guarantee"),
@@ -485,7 +485,7 @@ def test_a_tenant_group_runs_its_workloads_and_cannot_open_its_namespace(cluster
             ("create", "serviceaccounts", "--subresource=token"),
             ("delete", f"namespaces/{tenant}"),
         ):
-            assert not may(*request), request
+            assert not may(*refused_request), refused_request
         # Someone outside the group gets nothing there.
         assert not may("create", "jobs.batch", who=["--as=mallory", "--as-group=oidc:team-speech"])
 
@@ -502,7 +502,12 @@ def test_a_tenant_group_runs_its_workloads_and_cannot_open_its_namespace(cluster
 
         policy = "ValidatingAdmissionPolicy 'slurm-tenant-services'"
         wait_until("the Services policy", lambda: create(service("lb", type="LoadBalancer"), "--dry-run=server").returncode != 0, timeout=60)
-        for name, spec in {"lb": {"type": "LoadBalancer"}, "np": {"type": "NodePort"}, "mitm": {"externalIPs": ["100.100.100.200"]}}.items():
+        exposing: dict[str, dict[str, Any]] = {
+            "lb": {"type": "LoadBalancer"},
+            "np": {"type": "NodePort"},
+            "mitm": {"externalIPs": ["100.100.100.200"]},
+        }
+        for name, spec in exposing.items():
             refused = create(service(name, **spec), "--dry-run=server")
             assert refused.returncode != 0 and policy in refused.stderr, (name, refused.stderr)
         # A headless Service for a distributed job is the tenant's to make; turning it into a NodePort is not.

@@ -197,16 +197,15 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                 "is also its LDAP group (ldapGroup unset), and a group name is at most 32 characters, starting with a letter or _; set ldapGroup",
                 tenant.name,
             )
-        for k, user in duplicates(list(tenant.users)):
-            yield Problem(("tenants", i, "users", k), "is listed twice in this tenant", user)
+        for field, names in (("users", tenant.users), ("kubernetesGroups", tenant.kubernetes_groups)):
+            for k, name in duplicates(list(names)):
+                yield Problem(("tenants", i, field, k), "is listed twice in this tenant", name)
         if tenant.kubernetes_groups and not tenant.namespace:
             yield Problem(
                 ("tenants", i, "kubernetesGroups"),
                 "are bound in the tenant's namespace, which the stack declares only with namespace: true; add `namespace: true`",
                 tenant.kubernetes_groups,
             )
-        for k, group in duplicates(list(tenant.kubernetes_groups)):
-            yield Problem(("tenants", i, "kubernetesGroups", k), "is listed twice in this tenant", group)
         borrowable = config.slurm_gpus - tenant.guaranteed_gpus
         if tenant.borrowing_cap is not None and tenant.borrowing_cap > borrowable:
             yield Problem(

@@ -155,62 +155,39 @@ def system_priority_class_name(config: PlatformConfig) -> str:
 
 def priority_class_policy(name: str, classes: list[str], namespaces: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its binding: a pod naming one of `classes` is admitted only
-    in `namespaces`, whoever creates it (a PriorityClass itself is usable from any namespace)."""
+    in `namespaces`, whoever creates it (a PriorityClass itself is usable from any namespace).
+    On create only: priorityClassName cannot change after creation."""
     expression = (
         f"!has(object.spec.priorityClassName) || !(object.spec.priorityClassName in {json.dumps(classes)})"
         f" || namespaceObject.metadata.name in {json.dumps(namespaces)}"
     )
-    metadata = {"name": name, "labels": labels}
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": metadata,
-        "spec": {
-            "failurePolicy": "Fail",
-            # priorityClassName cannot change after creation.
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
-            "validations": [
-                {
-                    "expression": expression,
-                    "message": f"priority classes {', '.join(classes)} are for namespaces {', '.join(namespaces) or '(none)'} only",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": metadata,
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    message = f"priority classes {', '.join(classes)} are for namespaces {', '.join(namespaces) or '(none)'} only"
+    return admission_policy(name, "pods", [{"expression": expression, "message": message}], None, labels)
 
 
 def admission_policy(
     name: str,
     resource: str,
     validations: list[dict[str, str]],
-    namespaces: list[str],
+    namespaces: Optional[list[str]],
     labels: dict[str, str],
     group: str = "",
     version: str = "v1",
     operations: tuple[str, ...] = ("CREATE",),
 ) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy checking every `resource` created (or as `operations` say) in `namespaces`
-    (by name: the label the API server sets), whoever sends it, and its binding."""
+    (by name: the label the API server sets; None: in every namespace), whoever sends it, and its binding."""
     metadata = {"name": name, "labels": labels}
+    match: dict[str, Any] = {
+        "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations), "resources": [resource]}]
+    }
+    if namespaces is not None:
+        match["namespaceSelector"] = {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]}
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": metadata,
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations), "resources": [resource]}],
-                "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
-            },
-            "validations": validations,
-        },
+        "spec": {"failurePolicy": "Fail", "matchConstraints": match, "validations": validations},
     }
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
