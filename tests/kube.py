@@ -148,6 +148,19 @@ def contains(stored: Any, sent: Any) -> bool:
     return stored == sent
 
 
+def assert_stored_as_sent(cluster: LocalCluster, operator: str, manifests: list[dict[str, Any]]) -> None:
+    """Each manifest created with a server-side dry run and strict field validation, and stored with every field."""
+    for namespace in sorted({m["metadata"]["namespace"] for m in manifests}):
+        if cluster.get("namespace", namespace) is None:
+            cluster.kubectl("create", "namespace", namespace)
+    for manifest in manifests:
+        result = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", check=False, stdin=json.dumps(manifest))
+        assert result.returncode == 0, f"{operator}: {manifest['kind']} {manifest['metadata']['name']}: {result.stderr}"
+        stored = json.loads(result.stdout)
+        # Nothing we sent was pruned: the server kept every field.
+        assert contains(stored["spec"], manifest["spec"]), (operator, manifest["kind"], manifest["metadata"]["name"])
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -27,7 +27,7 @@ import yaml
 from components import network_policies
 from components.config import PlatformConfig, parse_config
 from tests.harness import ROOT
-from tests.kube import LocalCluster, contains
+from tests.kube import LocalCluster, assert_stored_as_sent, contains
 from tests.network import Pod, platform_pods
 from tests.test_network_policies import OPERATOR_STACKS, merged, stack_config
 
@@ -51,13 +51,7 @@ def policies_of(config: PlatformConfig) -> list[dict[str, Any]]:
 def test_every_policy_is_accepted_by_the_api_server_as_sent(cluster: LocalCluster, operator):
     manifests = policies_of(operator_config(operator))
     assert len(manifests) >= 8
-    for namespace in sorted({m["metadata"]["namespace"] for m in manifests}):
-        if cluster.get("namespace", namespace) is None:
-            cluster.kubectl("create", "namespace", namespace)
-    for manifest in manifests:
-        result = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", check=False, stdin=json.dumps(manifest))
-        assert result.returncode == 0, f"{operator}: {manifest['metadata']['name']}: {result.stderr}"
-        assert contains(json.loads(result.stdout)["spec"], manifest["spec"]), (operator, manifest["metadata"]["name"])
+    assert_stored_as_sent(cluster, operator, manifests)
     cluster.apply(manifests)
     try:
         for manifest in manifests:

@@ -26,7 +26,7 @@ from components.slurm.common import system_priority_class_name, worker_anti_affi
 from scripts.kwok_nodes import pool_nodes
 from tests.contracts import ACK_SCHEMAS, KUEUE_DIR, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
-from tests.kube import LocalCluster, contains, wait_until
+from tests.kube import LocalCluster, assert_stored_as_sent, contains, wait_until
 from tests.test_tenancy import two_teams, with_tenants
 
 # (stack, config overrides, CRD files the operator brings)
@@ -106,19 +106,6 @@ def test_every_rendered_custom_resource_is_accepted_by_the_api_server(cluster, o
     manifests = rendered_custom_resources(stack, ack_overrides)
     assert manifests, f"{operator}: the module rendered no custom resource"
     assert_stored_as_sent(cluster, operator, manifests)
-
-
-def assert_stored_as_sent(cluster: LocalCluster, operator: str, manifests: list[dict[str, Any]]) -> None:
-    """Each manifest created with a server-side dry run and strict field validation, and stored with every field."""
-    for namespace in sorted({m["metadata"]["namespace"] for m in manifests}):
-        if cluster.get("namespace", namespace) is None:
-            cluster.kubectl("create", "namespace", namespace)
-    for manifest in manifests:
-        result = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", check=False, stdin=json.dumps(manifest))
-        assert result.returncode == 0, f"{operator}: {manifest['kind']} {manifest['metadata']['name']}: {result.stderr}"
-        stored = json.loads(result.stdout)
-        # Nothing we sent was pruned: the server kept every field.
-        assert contains(stored["spec"], manifest["spec"]), (operator, manifest["kind"], manifest["metadata"]["name"])
 
 
 @pytest.mark.parametrize("operator", ["soperator-4.1.7", "ack-2024-12", "slinky-1.2.1"])
