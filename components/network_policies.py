@@ -31,6 +31,7 @@ from .config.network import is_address, nfs_servers
 from .declare import declare
 from .ldap import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from .slurm import PodRoles, Rendered, Selector, operator_module
+from .slurm.common import NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
 
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
 SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT = 6817, 6818, 6819, 6820
@@ -39,7 +40,7 @@ MARIADB_PORT = 3306
 DNS_PORT = 53
 # The kube-dns pods (CoreDNS keeps the label) in kube-system.
 KUBE_DNS = {
-    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
 }
 # Instance metadata: credentials of the node's role. 169.254.169.254 serves them on every cloud we name
@@ -125,7 +126,7 @@ def namespace_baseline(config: PlatformConfig, namespace: str, outside: tuple[Se
 
 
 def in_namespaces(namespaces: tuple[str, ...]) -> dict[str, Any]:
-    return {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}}
+    return {"namespaceSelector": namespaces_named(list(namespaces))}
 
 
 def slurm_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
@@ -165,10 +166,6 @@ def ldap_policy(config: PlatformConfig, roles: PodRoles) -> dict[str, Any]:
     return policy("allow-ldap", config.cluster.namespace, {"matchLabels": APP_LABELS}, ingress=[{"from": clients, "ports": ldap_ports(config)}])
 
 
-def owned_tenant_namespaces(config: PlatformConfig) -> list[str]:
-    return [tenant.name for tenant in config.tenants if tenant.namespace]
-
-
 def tenant_policies(config: PlatformConfig, namespace: str) -> list[dict[str, Any]]:
     """A tenant's pods talk to one another (distributed training) and beyond the cluster; nothing else reaches them."""
     same_namespace = [{"podSelector": EVERY_POD}]
@@ -189,7 +186,7 @@ def cluster_policies(config: PlatformConfig) -> list[dict[str, Any]]:
 def render(config: PlatformConfig) -> list[Rendered]:
     """Every policy: the cluster namespace's, then each owned tenant namespace's (roles `tenant-<name>-...`)."""
     rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config)]
-    for namespace in owned_tenant_namespaces(config):
+    for namespace in tenant_namespace_names(config):
         rendered += [Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p) for p in tenant_policies(config, namespace)]
     return rendered
 
@@ -209,7 +206,7 @@ class NetworkPolicies(pulumi.ComponentResource):
     def __init__(self, name: str, config: PlatformConfig, tenants: Optional[pulumi.Resource] = None, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:network_policies:NetworkPolicies", name, None, opts)
         warn(unknown_cni_warning(config))
-        owned = set(owned_tenant_namespaces(config))
+        owned = set(tenant_namespace_names(config))
         self.names: list[str] = []
         for rendered in render(config):
             in_tenant_namespace = rendered.manifest["metadata"]["namespace"] in owned

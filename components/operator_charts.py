@@ -34,7 +34,7 @@ from .charts import (
 from .config import NodePoolConfig, PlatformConfig
 from .declare import declare
 from .slurm import operator_module
-from .slurm.common import NAMESPACE_NAME_LABEL, tenant_namespace_names
+from .slurm.common import namespaces_named, tenant_namespace_names
 
 # startupapicheck is a post-install hook (see HELM_HOOKS).
 CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
@@ -112,9 +112,7 @@ def kueue_configuration(config: PlatformConfig) -> dict[str, Any]:
     return {
         **KUEUE_DEFAULT_CONFIGURATION,
         "manageJobsWithoutQueueName": True,
-        "managedJobsNamespaceSelector": {
-            "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": tenant_namespace_names(config)}]
-        },
+        "managedJobsNamespaceSelector": namespaces_named(tenant_namespace_names(config)),
     }
 
 

@@ -52,6 +52,11 @@ def system_placement(config: PlatformConfig) -> dict[str, Any]:
     return placement
 
 
+def namespaces_named(names: list[str]) -> dict[str, Any]:
+    """A namespaceSelector of these namespaces, by the name label the API server sets on every one."""
+    return {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": list(names)}]}
+
+
 def tenant_namespace_names(config: PlatformConfig) -> list[str]:
     """The namespaces the stack declares for tenants (namespace: true): the ones handed to tenants."""
     return [t.name for t in config.tenants if t.namespace]
@@ -68,7 +73,7 @@ def worker_anti_affinity(config: PlatformConfig) -> dict[str, Any]:
     term = {
         # Empty: every pod of those namespaces, whatever its labels.
         "labelSelector": {},
-        "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
+        "namespaceSelector": namespaces_named(namespaces),
         "topologyKey": HOSTNAME_LABEL,
     }
     return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
@@ -182,7 +187,7 @@ def admission_policy(
         "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations), "resources": [resource]}]
     }
     if namespaces is not None:
-        match["namespaceSelector"] = {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]}
+        match["namespaceSelector"] = namespaces_named(namespaces)
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
