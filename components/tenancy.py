@@ -564,7 +564,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
             continue
         metadata = {"namespace": tenant.name, "labels": LABELS}
         rendered += [
-            # Holds the tenant's workloads and claims: removing the tenant must not delete them (README: Tenant namespaces).
+            # Holds the tenant's workloads and claims: removing the tenant must not delete them (docs/tenants.md: Tenant namespaces).
             Rendered(
                 f"{tenant.name}-namespace",
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": {**LABELS, **POD_SECURITY_LABELS}}},

@@ -8,7 +8,7 @@
   (tests/network.py). The spec leaves open whether an ipBlock matches pod IPs (Calico: yes;
   Cilium: no), so the flows inside the cluster are asked twice: as the policies are, and with every
   ipBlock peer removed; both answers must be the expected ones.
-What only a CNI proves: that it enforces all this (README "A network that says no").
+What only a CNI proves: that it enforces all this (docs/security.md "A network that says no").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CI's preview account (ci/preview-access.yaml, README: CI) on a real API server.
+"""CI's preview account (ci/preview-access.yaml, docs/ci.md) on a real API server.
 
 scripts/kube-local.sh's kube-apiserver 1.33.3 runs the file as an admin applies it, and
 the account's own token (the Secret the file asks the token controller for) makes every
@@ -163,7 +163,7 @@ def test_the_policy_alone_refuses_subresource_writes_rbac_would_allow(preview, c
         assert cluster.require("deployment", "web", STACK_NAMESPACE)["spec"]["replicas"] == 1
         assert cluster.get("pod", "probe", STACK_NAMESPACE) is not None
 
-        # The policy as the README had it: "*" matches no subresource, and every one of them goes through.
+        # The policy as docs/ci.md once had it: "*" matches no subresource, and every one of them goes through.
         old = copy.deepcopy(policy)
         old["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = ["*"]
         cluster.apply([old], force=True)

@@ -1,7 +1,8 @@
-"""The README's tables say what the code does: components and their type tokens,
-policy rules and their enforcement levels per stack, stack outputs, the test
-inventory and the size of the bad-config corpus are derived from the code here,
-so the prose cannot drift from it again."""
+"""The README's and the docs pages' tables say what the code does: components and
+their type tokens, policy rules and their enforcement levels per stack, stack
+outputs, the test inventory and the size of the bad-config corpus are derived
+from the code here, so the prose cannot drift from it again. Each fact is checked
+on the one page that gives it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
 from tests.test_bad_config import CORPUS, UNKNOWN_TOP_LEVEL
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+LAYOUT = DOCS / "testing.md"  # the code's layout, the component table, the test inventory
+SECURITY = DOCS / "security.md"  # the policy pack's rule table
+CONFIGURATION = DOCS / "configuration.md"  # the stack outputs table
 POLICIES_README = ROOT / "policies" / "README.md"
 
 
@@ -57,7 +62,7 @@ def component_classes() -> dict[str, tuple[str, str]]:
 
 
 def test_the_component_table_lists_every_component_with_its_type_token_and_module():
-    rows = table_after(README.read_text(), "| component | type token | module |")
+    rows = table_after(LAYOUT.read_text(), "| component | type token | module |")
     documented = {code_names(row[0])[0]: (code_names(row[1])[0], code_names(row[2])[0]) for row in rows}
     classes = component_classes()
     assert len(classes) >= 7, classes
@@ -91,7 +96,7 @@ def stacks_of(column: str) -> list[str]:
     return stacks
 
 
-@pytest.mark.parametrize("readme,header", [(README, "| rule | checks |"), (POLICIES_README, "| Policy | dev / local |")])
+@pytest.mark.parametrize("readme,header", [(SECURITY, "| rule | checks |"), (POLICIES_README, "| Policy | dev / local |")])
 def test_the_policy_tables_list_every_rule_with_the_level_each_stack_enforces(readme, header):
     text = readme.read_text()
     rows = table_after(text, header)
@@ -119,7 +124,7 @@ def stack_outputs(stack: str) -> set[str]:
 
 
 def test_the_outputs_table_lists_exactly_what_the_stacks_export():
-    rows = table_after(README.read_text(), "| output | example |")
+    rows = table_after(CONFIGURATION.read_text(), "| output | example |")
     documented = {name for row in rows for name in code_names(row[0])}
     exported = set().union(*(stack_outputs(stack) for stack in example_stacks()))
     assert "tenants" in exported and "sshCommand" in exported, exported
@@ -127,7 +132,7 @@ def test_the_outputs_table_lists_exactly_what_the_stacks_export():
 
 
 def test_the_test_inventory_names_every_test_file_and_no_other():
-    inventory = README.read_text().split("## Tests and benchmarks", 1)[1]
+    inventory = LAYOUT.read_text().split("## Tests and benchmarks", 1)[1]
     named = set(re.findall(r"`(tests/test_[a-z0-9_]+\.py)`", inventory))
     present = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("test_*.py")}
     assert len(present) > 20
@@ -135,5 +140,5 @@ def test_the_test_inventory_names_every_test_file_and_no_other():
 
 
 def test_the_bad_config_corpus_size_is_the_one_the_readme_gives():
-    (count,) = re.findall(r"`tests/test_bad_config.py`: (\d+) one-mistake stack configs", README.read_text())
+    (count,) = re.findall(r"`tests/test_bad_config.py`: (\d+) one-mistake stack configs", LAYOUT.read_text())
     assert int(count) == len(CORPUS) + len(UNKNOWN_TOP_LEVEL)

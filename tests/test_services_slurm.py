@@ -1,6 +1,6 @@
 """Real Slurm 22.05 (Debian packages: slurmctld, slurmd, slurmdbd, munged, MariaDB) on what
 the program renders (tests/services.py): slurmctld per operator, the tenants Job's script run
-as its pod runs it, and the lab's experiments (README "The lab's experiments") on real jobs."""
+as its pod runs it, and the lab's experiments (docs/tenants.md "The lab's experiments") on real jobs."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tests.services import (
 
 USERS = ["alice", "bob", "carol", "dan"]
 LAB_NODES = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
-# The dev-lab tenants with vc1's borrowing capped at one GPU (README: borrowingCap).
+# The dev-lab tenants with vc1's borrowing capped at one GPU (docs/tenants.md: borrowingCap).
 LAB_CONFIG = {**stack_config("dev-lab")}
 LAB_CONFIG["tenants"] = [LAB_CONFIG["tenants"][0], {**LAB_CONFIG["tenants"][1], "borrowingCap": 1}]
 

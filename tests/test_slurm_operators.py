@@ -334,7 +334,7 @@ def test_ack_login_falls_under_the_production_exposure_rules(login, path, expect
 def test_ack_prod_login_passes_private_or_with_pod_backends():
     assert ack.login_service(parse_config(ack_prod({"nodePortsFirewalled": True})))["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "intranet",
-        # Ready when the cloud gives it an address (README "Waiting until Slurm is up").
+        # Ready when the cloud gives it an address (docs/operations.md "Waiting until Slurm is up").
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress}",
     }
     eni = parse_config(ack_prod({"serviceAnnotations": {"service.beta.kubernetes.io/backend-type": "eni"}}))

@@ -22,6 +22,7 @@ from tests.harness import ROOT, example_stacks
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 SETUP_ACTION = ROOT / ".github" / "actions" / "stack-setup" / "action.yml"
+CI_DOC = ROOT / "docs" / "ci.md"  # the workflows' documentation, with the one-time setup per stack
 # `local` renders to a directory and `kwok` deploys to the loopback test cluster: neither is deployed by CI.
 DEPLOYED_STACKS = sorted(s for s in example_stacks() if s not in ("local", "kwok"))
 PRODUCTION = [s for s in DEPLOYED_STACKS if s.startswith("prod-")]
@@ -148,11 +149,11 @@ def test_the_name_check_catches_what_the_old_workflows_did(tmp_path):
 
 
 def test_every_secret_and_variable_is_in_the_documented_setup():
-    readme = (ROOT / "README.md").read_text()
-    setup = readme[readme.index("### One-time setup per stack") :]
+    readme = CI_DOC.read_text()
+    setup = readme[readme.index("## One-time setup per stack") :]
     names = set().union(*(referenced_names(path) for path in WORKFLOWS)) - {("secrets", "GITHUB_TOKEN")}
     for context, name in names:
-        assert f"`{name}`" in setup, f"{context}.{name} is used by a workflow but the README's setup does not say to create it"
+        assert f"`{name}`" in setup, f"{context}.{name} is used by a workflow but docs/ci.md's setup does not say to create it"
 
 
 # --- one environment per stack, credentials checked first -----------------------------
@@ -215,10 +216,10 @@ def test_the_setup_action_stops_a_job_with_an_empty_credential(tmp_path):
 
 
 def environment_protections(readme: str) -> dict[str, str]:
-    """Each GitHub Environment of the README's one-time setup, with what its table says protects it."""
-    setup = readme[readme.index("### One-time setup per stack") :]
+    """Each GitHub Environment of docs/ci.md's one-time setup, with what its table says protects it."""
+    setup = readme[readme.index("## One-time setup per stack") :]
     header = re.search(r"^\s*\| environment \| protection \| used by \|\n\s*\|[-| ]+\|\n((?:\s*\|.*\|\n)+)", setup, re.MULTILINE)
-    assert header, "the README's setup has no environment table"
+    assert header, "docs/ci.md's setup has no environment table"
     protections = {}
     for row in header.group(1).splitlines():
         names, protection, _used_by = (cell.strip() for cell in row.strip().strip("|").split("|"))
@@ -255,7 +256,7 @@ def unprotected_credentials(workflow: dict[str, Any], protections: dict[str, str
 
 
 def test_every_credential_waits_for_a_reviewer_or_for_main():
-    protections = environment_protections((ROOT / "README.md").read_text())
+    protections = environment_protections(CI_DOC.read_text())
     assert {f"{stack}-preview" for stack in DEPLOYED_STACKS} | set(DEPLOYED_STACKS) <= set(protections)
     checked = 0
     for path in WORKFLOWS:
@@ -265,7 +266,7 @@ def test_every_credential_waits_for_a_reviewer_or_for_main():
 
 
 def test_the_protection_check_catches_an_unreviewed_preview_and_a_repository_secret():
-    protections = environment_protections((ROOT / "README.md").read_text())
+    protections = environment_protections(CI_DOC.read_text())
     workflow = load(WORKFLOW_DIR / "preview.yml")
     # The setup as it was: dev's previews ran PR code with the passphrase and bucket key, no reviewer.
     old = {**protections, "dev-preview": "none; read-only credentials", "dev-lab-preview": "none; read-only credentials"}
@@ -432,10 +433,10 @@ def test_previews_run_in_environments_deploy_and_drift_never_use():
     assert previews and all(environment.endswith("-preview") for environment in previews), previews
     writers = {environment for workflow in ("deploy.yml", "drift.yml") for _, _, _, environment, _ in stack_jobs(workflow)}
     assert not previews & writers, previews & writers
-    readme = (ROOT / "README.md").read_text()
-    setup = readme[readme.index("### One-time setup per stack") :]
+    readme = CI_DOC.read_text()
+    setup = readme[readme.index("## One-time setup per stack") :]
     for stack in DEPLOYED_STACKS:
-        assert re.search(rf"`{stack}-preview`[^\n]*read-only", setup), f"{stack}-preview: the README must say its credentials are read-only"
+        assert re.search(rf"`{stack}-preview`[^\n]*read-only", setup), f"{stack}-preview: docs/ci.md must say its credentials are read-only"
 
 
 @pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
@@ -503,7 +504,7 @@ PREVIEW_USER = "system:serviceaccount:ci:pulumi-preview"
 
 
 def test_the_preview_role_names_no_subresource_and_the_policy_covers_every_one():
-    """The file the README has an admin apply (tests/test_kube_preview_access.py runs it on an API server)."""
+    """The file docs/ci.md has an admin apply (tests/test_kube_preview_access.py runs it on an API server)."""
     documents = [document for document in yaml.safe_load_all(PREVIEW_ACCESS.read_text()) if document]
     roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
     assert set(roles) == {"pulumi-preview", "pulumi-preview-secrets"}
@@ -528,5 +529,5 @@ def test_the_preview_role_names_no_subresource_and_the_policy_covers_every_one()
     assert [v["expression"] for v in policy["spec"]["validations"]] == ["request.dryRun == true"]
     (binding,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicyBinding"]
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
-    readme = (ROOT / "README.md").read_text()
-    assert "kubectl apply --server-side -f ci/preview-access.yaml" in readme[readme.index("### One-time setup per stack") :]
+    readme = CI_DOC.read_text()
+    assert "kubectl apply --server-side -f ci/preview-access.yaml" in readme[readme.index("## One-time setup per stack") :]

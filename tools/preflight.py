@@ -329,7 +329,7 @@ def collision_checks(cluster: Cluster, needs_: Needs) -> Iterator[Check]:
             "name collisions",
             "",
             f"exist already and were not made by Pulumi: {', '.join(clashes)}",
-            "delete or rename them, or adopt them (README: Adopting a cluster made by hand)",
+            "delete or rename them, or adopt them (docs/operations.md: Adopting a cluster made by hand)",
         )
     else:
         yield Check("name collisions", f"none among the {checked} objects this stack declares")

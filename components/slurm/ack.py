@@ -21,7 +21,7 @@ configured programs for each, once per transition.
 
 The operator's source is not public: where the guide leaves a name open
 (slurmctld host, Service name, volume names) the choice is ours, configurable,
-and listed in the README.
+and listed in docs/operators.md.
 """
 
 from __future__ import annotations

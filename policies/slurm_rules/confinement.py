@@ -7,7 +7,7 @@ flags a rendered Slurm config without them.
 Why both files: `ConstrainDevices=yes` alone confines nothing. The task/cgroup plugin applies
 cgroup.conf's constraints, and proctrack/cgroup keeps a job's processes in the job's cgroup.
 On a real H100, a job without --gres opened /dev/nvidia0 under task/none and was refused
-("Operation not permitted") under task/cgroup with ConstrainDevices (README, "Jobs are
+("Operation not permitted") under task/cgroup with ConstrainDevices (docs/operators.md, "Jobs are
 confined to their GPUs").
 """
 
