@@ -33,7 +33,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight schema benchmark
+.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight schema docs benchmark
 
 venv: $(STAMP)
 
@@ -120,6 +120,10 @@ preflight: $(STAMP)
 # Writes config.schema.json, stack.schema.json and policies/config/<stack>.json; a failure leaves each as it was.
 schema: $(STAMP)
 	$(PYTHON) -m tools.schema
+
+# Rewrites the configuration reference in docs/configuration.md from the config models (tools/docs.py).
+docs: $(STAMP)
+	$(PYTHON) -m tools.docs
 
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py

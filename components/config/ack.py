@@ -31,7 +31,9 @@ class AckSlurmOperatorConfig(ChartConfig):
     """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
 
     install: bool = Field(False, description="Declare the Helm release; the default false matches the guide (ACK marketplace).")
-    namespace: DnsLabel = "ack-slurm-operator"
+    namespace: DnsLabel = Field(
+        "ack-slurm-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: str = Field("", description="Chart version (required with install: true).")
     repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
     api_generation: Literal["2024-06", "2024-12"] = Field(
@@ -55,7 +57,7 @@ class HomeNasConfig(Model):
 
     server: Host = Field(..., description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
     path: SafePath = Field("/", description="Directory on the NAS.")
-    size: Quantity = "1Ti"
+    size: Quantity = Field("1Ti", description="Size of the /home claim (NAS bills what is used).")
     claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
     nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
 
@@ -64,11 +66,11 @@ class AckAutoscalingConfig(Model):
     """Slurm power saving with CLOUD nodes. The copilot runs in its own pod (the only ACK pod with a token, never
     the head users log into): it watches sinfo for powering nodes and runs these programs, which patch the CR."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="Scale worker groups with slurmctld-copilot: CLOUD nodes resumed and suspended on demand.")
     max_nodes_per_group: int = Field(16, ge=1, description="CLOUD node names declared per worker group (<cluster>-worker-<group>-[0-N-1]).")
     suspend_time: int = Field(600, ge=1, description="SuspendTime: idle seconds before a worker is suspended.")
-    suspend_timeout: int = Field(600, ge=1)
-    resume_timeout: int = Field(600, ge=1)
+    suspend_timeout: int = Field(600, ge=1, description="SuspendTimeout: seconds a node may take to power down.")
+    resume_timeout: int = Field(600, ge=1, description="ResumeTimeout: seconds a node may take to power up and register.")
     resume_rate: int = Field(1, ge=0, description="Nodes resumed per minute.")
     suspend_rate: int = Field(1, ge=0, description="Nodes suspended per minute.")
     suspend_program: SafePath = Field(

@@ -33,32 +33,40 @@ if TYPE_CHECKING:
 
 
 class GpuOperatorConfig(ChartConfig):
-    namespace: DnsLabel = "gpu-operator"
+    namespace: DnsLabel = Field(
+        "gpu-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v24.9.2"
-    repository: ChartRepository = NVIDIA_HELM_REPO
+    repository: ChartRepository = Field(
+        NVIDIA_HELM_REPO, description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory."
+    )
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
     driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
-    toolkit_enabled: bool = True
-    device_plugin_enabled: bool = True
-    dcgm_exporter_enabled: bool = True
-    mig_strategy: Literal["none", "single", "mixed"] = "single"
+    toolkit_enabled: bool = Field(True, description="Install the NVIDIA container toolkit (false when nodes ship one).")
+    device_plugin_enabled: bool = Field(True, description="Run the device plugin that advertises nvidia.com/gpu.")
+    dcgm_exporter_enabled: bool = Field(True, description="Run DCGM exporter (GPU metrics for Prometheus).")
+    mig_strategy: Literal["none", "single", "mixed"] = Field("single", description="How MIG slices are advertised (the chart's mig.strategy).")
     node_feature_discovery: bool = Field(True, description="Deploy NFD; only one NFD may run in the cluster.")
 
 
 class NetworkOperatorConfig(ChartConfig):
-    namespace: DnsLabel = "nvidia-network-operator"
+    namespace: DnsLabel = Field(
+        "nvidia-network-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: Annotated[ExactVersion, _leading_v(False), Field(description="Chart version without a leading v.")] = "24.10.1"
-    repository: ChartRepository = NVIDIA_HELM_REPO
+    repository: ChartRepository = Field(
+        NVIDIA_HELM_REPO, description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory."
+    )
     node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
     rdma_shared_device_plugin_image: Annotated[str, AfterValidator(_check_image_repository_path)] = Field(
         "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin",
         description="<registry>/<repository>/<image> without a tag (the tag is rdmaSharedDevicePluginVersion).",
     )
-    rdma_shared_device_plugin_version: ImageTag = "v1.5.2"
+    rdma_shared_device_plugin_version: ImageTag = Field("v1.5.2", description="Tag of the RDMA shared device plugin image.")
     rdma_resource_name: Annotated[str, AfterValidator(_check_rdma_resource_name)] = Field(
         "rdma_shared_device_a", description="Resource exposed as rdma/<name>."
     )
-    rdma_hca_max: int = Field(63, ge=1)
+    rdma_hca_max: int = Field(63, ge=1, description="Pods that may share one RDMA device (the plugin's rdmaHcaMax).")
     rdma_if_names: list[InterfaceName] = Field(default_factory=list, description="NIC names for the RDMA selector (all Mellanox NICs when empty).")
     doca_driver_version: Optional[ImageTag] = Field(
         None, description="Deploy NVIDIA's DOCA/OFED driver container at this version (e.g. 24.10-0.7.0.0-0); unset: host MOFED."
@@ -66,7 +74,9 @@ class NetworkOperatorConfig(ChartConfig):
 
 
 class MariadbOperatorConfig(ChartConfig):
-    namespace: DnsLabel = "mariadb-operator"
+    namespace: DnsLabel = Field(
+        "mariadb-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: Annotated[ExactVersion, _leading_v(False)] = Field(
         "0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against."
     )
@@ -85,9 +95,14 @@ class CertManagerConfig(ChartConfig):
         description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
         "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
     )
-    namespace: DnsLabel = "cert-manager"
-    version: Annotated[ExactVersion, _leading_v(True)] = "v1.16.2"
-    repository: ChartRepository = "https://charts.jetstack.io"
+    namespace: DnsLabel = Field(
+        "cert-manager", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
+    version: Annotated[ExactVersion, _leading_v(True)] = Field("v1.16.2", description="Chart version with a leading v.")
+    repository: ChartRepository = Field(
+        "https://charts.jetstack.io",
+        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
+    )
 
 
 class KueueConfig(ChartConfig):
@@ -99,17 +114,28 @@ class KueueConfig(ChartConfig):
         "tenant in one cohort, a LocalQueue in each tenant namespace, WorkloadPriorityClasses slurm-prod/test/oppo.",
     )
     install: bool = Field(True, description="With enabled: declare the Helm release; false when Kueue is already installed.")
-    namespace: DnsLabel = "kueue-system"
-    version: Annotated[ExactVersion, _leading_v(False)] = "0.19.2"
-    repository: ChartRepository = "oci://registry.k8s.io/kueue/charts"
+    namespace: DnsLabel = Field(
+        "kueue-system", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
+    version: Annotated[ExactVersion, _leading_v(False)] = Field("0.19.2", description="Chart version without a leading v.")
+    repository: ChartRepository = Field(
+        "oci://registry.k8s.io/kueue/charts",
+        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
+    )
 
 
 class OperatorsConfig(Model):
-    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
-    network_operator: NetworkOperatorConfig = NetworkOperatorConfig()
-    soperator: SoperatorConfig = SoperatorConfig()
-    mariadb_operator: MariadbOperatorConfig = MariadbOperatorConfig()
-    cert_manager: CertManagerConfig = CertManagerConfig()
+    """The Helm charts of the operators, each pinned, each installed by this stack or (install: false) by someone else."""
+
+    gpu_operator: GpuOperatorConfig = Field(
+        GpuOperatorConfig(), description="NVIDIA GPU operator: driver, toolkit, device plugin, DCGM exporter, NFD."
+    )
+    network_operator: NetworkOperatorConfig = Field(
+        NetworkOperatorConfig(), description="NVIDIA Network operator and its NicClusterPolicy (RDMA shared device plugin)."
+    )
+    soperator: SoperatorConfig = Field(SoperatorConfig(), description="Nebius soperator and its CRDs chart (slurmOperator: soperator).")
+    mariadb_operator: MariadbOperatorConfig = Field(MariadbOperatorConfig(), description="MariaDB operator, installed only when accounting uses it.")
+    cert_manager: CertManagerConfig = Field(CertManagerConfig(), description="cert-manager, for the webhooks of soperator 4.x and Slinky.")
     ack_slurm_operator: AckSlurmOperatorConfig = AckSlurmOperatorConfig()
     slinky: SlinkyOperatorConfig = SlinkyOperatorConfig()
     kueue: KueueConfig = KueueConfig()

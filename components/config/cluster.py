@@ -13,6 +13,8 @@ from .fields import CLUSTER_NAME_MAX, ClusterName, DnsLabel, Model
 
 
 class ClusterConfig(Model):
+    """The Slurm cluster's name and namespace."""
+
     name: ClusterName = Field(
         "fpt-hpc",
         description="SlurmCluster name (Slurm's ClusterName; do not change after creation): a DNS-1035 label of at most "

@@ -292,29 +292,46 @@ def _check_cluster_name(value: str) -> str:
     return value
 
 
-Quantity = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_check_positive_quantity)]
-JailSize = Annotated[Quantity, AfterValidator(_check_jail_size)]
-DnsLabel = Annotated[str, _rule(kube_rules.is_dns1123_label)]
-DnsSubdomain = Annotated[str, _rule(kube_rules.is_dns1123_subdomain)]
-ClusterName = Annotated[str, AfterValidator(_check_cluster_name)]
-QualifiedName = Annotated[str, _rule(kube_rules.is_qualified_name)]
-LabelValue = Annotated[str, _rule(kube_rules.is_valid_label_value)]
-DataKey = Annotated[str, _rule(kube_rules.is_config_map_key)]
-Cidr = Annotated[str, AfterValidator(_check_cidr)]
-IpAddress = Annotated[str, AfterValidator(_check_ip)]
-Host = Annotated[str, AfterValidator(_check_host)]
-AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
-SafePath = Annotated[str, AfterValidator(_check_safe_path)]
-MountOption = Annotated[str, AfterValidator(_check_mount_option)]
-ConfLine = Annotated[str, AfterValidator(_check_line)]
-MountPath = Annotated[str, AfterValidator(_check_mount_path)]
-ExactVersion = Annotated[str, AfterValidator(_check_exact_version)]
-ChartRepository = Annotated[str, AfterValidator(_check_chart_repository)]
-ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors)]
-ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors)]
-ImageTag = Annotated[str, AfterValidator(_check_tag)]
-InterfaceName = Annotated[str, AfterValidator(_check_interface_name)]
-KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group)]
+def allowed(text: str) -> Any:
+    """What a checked string type accepts, for people: the configuration reference's "allowed" column
+    (`make docs`) reads it from the JSON Schema, where the check itself cannot be written."""
+    return Field(json_schema_extra={"x-allowed": text})
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_number_as_text),
+    AfterValidator(_check_positive_quantity),
+    allowed("a Kubernetes quantity greater than zero (100Gi, 1500m, 8)"),
+]
+JailSize = Annotated[Quantity, AfterValidator(_check_jail_size), allowed(f"a Kubernetes quantity of at least {MIN_JAIL_SIZE}")]
+DnsLabel = Annotated[str, _rule(kube_rules.is_dns1123_label), allowed("a DNS-1123 label: lowercase letters, digits and -, at most 63")]
+DnsSubdomain = Annotated[
+    str, _rule(kube_rules.is_dns1123_subdomain), allowed("a DNS-1123 subdomain: lowercase letters, digits, - and ., at most 253")
+]
+ClusterName = Annotated[str, AfterValidator(_check_cluster_name), allowed(f"a DNS-1035 label of at most {CLUSTER_NAME_MAX} characters")]
+QualifiedName = Annotated[str, _rule(kube_rules.is_qualified_name), allowed("a Kubernetes qualified name: [DNS subdomain/]name, name at most 63")]
+LabelValue = Annotated[str, _rule(kube_rules.is_valid_label_value), allowed("a Kubernetes label value: letters, digits, - _ ., at most 63")]
+DataKey = Annotated[str, _rule(kube_rules.is_config_map_key), allowed("a ConfigMap or Secret key: letters, digits, - _ .")]
+Cidr = Annotated[str, AfterValidator(_check_cidr), allowed("an IPv4 or IPv6 CIDR block (203.0.113.0/24, 2001:db8::/48)")]
+IpAddress = Annotated[str, AfterValidator(_check_ip), allowed("an IPv4 or IPv6 address")]
+Host = Annotated[str, AfterValidator(_check_host), allowed("an IP address or a DNS name")]
+AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path), allowed("an absolute path of printable characters")]
+SafePath = Annotated[str, AfterValidator(_check_safe_path), allowed("an absolute path of letters, digits and _ @ % + = : , . / -")]
+MountOption = Annotated[str, AfterValidator(_check_mount_option), allowed("mount options: letters, digits and _ @ % + = : , . / -")]
+ConfLine = Annotated[str, AfterValidator(_check_line), allowed("one line of printable ASCII")]
+MountPath = Annotated[
+    str, AfterValidator(_check_mount_path), allowed("an absolute path, not / and not under a system directory (/etc, /usr, /proc, ...)")
+]
+ExactVersion = Annotated[str, AfterValidator(_check_exact_version), allowed("an exact version (no latest, empty or range)")]
+ChartRepository = Annotated[
+    str, AfterValidator(_check_chart_repository), allowed("a Helm repository URL (https://), an OCI prefix (oci://) or a local directory")
+]
+ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors), allowed("an OCI image reference with a tag other than latest, or a digest")]
+ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors), allowed("an OCI image repository, without a tag")]
+ImageTag = Annotated[str, AfterValidator(_check_tag), allowed("an image tag: letters, digits, _ . -, at most 128")]
+InterfaceName = Annotated[str, AfterValidator(_check_interface_name), allowed("a network interface name: at most 15 characters, no / or spaces")]
+KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group), allowed("a group as the authenticator names it, not a system: group")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -338,13 +355,15 @@ class ChartConfig(Model):
 
 
 class PodResources(Model):
-    cpu: Quantity
-    memory: Quantity
-    ephemeral_storage: Quantity
+    """A container's requests."""
+
+    cpu: Quantity = Field(..., description="CPU request (1500m, 2).")
+    memory: Quantity = Field(..., description="Memory request (3Gi).")
+    ephemeral_storage: Quantity = Field(..., description="Ephemeral storage request (20Gi).")
 
 
 class WorkerResources(PodResources):
-    gpu: int = Field(8, ge=0)
+    gpu: int = Field(8, ge=0, description="GPUs per worker (nvidia.com/gpu).")
     rdma: Optional[int] = Field(None, ge=0, description="RDMA devices per worker; unset: 1 when a GPU pool has RDMA, else 0.")
 
 

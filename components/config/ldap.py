@@ -13,7 +13,7 @@ from .fields import DnsSubdomain, ImageReference, Model, Quantity, _check_ldif_v
 
 
 class LdapTls(Model):
-    enabled: bool = False
+    enabled: bool = Field(False, description="Serve LDAPS and StartTLS with the certificate of secretName, and refuse cleartext binds.")
     secret_name: Optional[DnsSubdomain] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
 
 
@@ -28,18 +28,26 @@ REMOVED_KEYS = {("ldap", "phpLdapAdmin"): PHP_LDAP_ADMIN_REMOVED, ("ldap", "phpL
 
 
 class LdapConfig(Model):
-    enabled: bool = True
+    """The OpenLDAP directory of the cluster's users and groups, and the sssd/nslcd configs that read it."""
+
+    enabled: bool = Field(True, description="Deploy the directory and configure the Slurm pods to resolve users from it.")
     image: ImageReference = Field(
         "docker.io/bitnamilegacy/openldap:2.6.10",
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
     # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
-    base_dn: str = Field("dc=example,dc=org", pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$")
-    organisation: Annotated[str, AfterValidator(_check_ldif_value)] = "Example Org"
-    admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$")
-    storage_size: Quantity = "8Gi"
+    base_dn: str = Field(
+        "dc=example,dc=org",
+        description="The directory's base DN (dc=, o= and ou= parts).",
+        pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$",
+    )
+    organisation: Annotated[str, AfterValidator(_check_ldif_value)] = Field(
+        "Example Org", description="The organisation name of the base entry (o=)."
+    )
+    admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$", description="The directory admin's cn (cn=<name>,<baseDn>).")
+    storage_size: Quantity = Field("8Gi", description="Size of the directory's data volume.")
     storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
-    tls: LdapTls = LdapTls()
+    tls: LdapTls = Field(LdapTls(), description="TLS for the directory: required of every connection when on (production needs it).")
     readonly_username: str = Field(
         "slurm-readonly",
         pattern=r"^[a-z][a-z0-9-]*$",

@@ -20,6 +20,8 @@ Cni = Literal["unknown", "calico", "cilium", "terway", "antrea", "kube-router", 
 
 
 class NetworkPoliciesConfig(Model):
+    """Default-deny NetworkPolicies with allow-lists, and what the CNI must enforce for them to hold."""
+
     enabled: bool = Field(
         True,
         description="Declare default-deny NetworkPolicies (ingress and egress) in the cluster's namespace and every tenant "

@@ -40,7 +40,11 @@ class PlatformConfig(Model):
     )
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
-    node_pools: list[NodePoolConfig] = Field(default_factory=default_pools, min_length=1)
+    node_pools: list[NodePoolConfig] = Field(
+        default_factory=default_pools,
+        min_length=1,
+        description="The cluster's node pools: GPU pools for Slurm workers (and Kueue), and no-GPU system pools.",
+    )
     operators: OperatorsConfig = OperatorsConfig()
     storage: StorageConfig = StorageConfig()
     ldap: LdapConfig = LdapConfig()

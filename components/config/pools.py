@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 class Taint(Model):
     key: QualifiedName = Field(..., description="Taint key: a qualified name such as nvidia.com/gpu.")
-    value: Optional[LabelValue] = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    value: Optional[LabelValue] = Field(None, description="Taint value; none when unset.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        "NoSchedule", description="What the taint does to pods that do not tolerate it."
+    )
 
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
@@ -32,11 +34,13 @@ class KarpenterConfig(Model):
     node_class_kind: str = Field("EC2NodeClass", pattern=r"^[A-Z][A-Za-z0-9]*$", description="nodeClassRef.kind")
     node_class_name: DnsSubdomain = Field("default", description="nodeClassRef.name")
     instance_types: list[LabelValue] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
-    capacity_types: list[CapacityType] = Field(default_factory=lambda: list[CapacityType](["on-demand"]))
+    capacity_types: list[CapacityType] = Field(
+        default_factory=lambda: list[CapacityType](["on-demand"]), description="karpenter.sh/capacity-type values the NodePool may launch."
+    )
 
 
 class NodePoolConfig(Model):
-    name: DnsLabel
+    name: DnsLabel = Field(..., description="The pool's name: its Slurm partition, NodeSet or worker group, and cells name it.")
     selector: dict[QualifiedName, LabelValue] = Field(
         ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
     )

@@ -28,9 +28,14 @@ def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
 class SlinkyOperatorConfig(ChartConfig):
     """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
 
-    namespace: DnsLabel = "slinky"
+    namespace: DnsLabel = Field(
+        "slinky", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
-    repository: str = "oci://ghcr.io/slinkyproject/charts"
+    repository: str = Field(
+        "oci://ghcr.io/slinkyproject/charts",
+        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
+    )
 
 
 class SlinkyClusterConfig(Model):
@@ -39,8 +44,8 @@ class SlinkyClusterConfig(Model):
     controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
     controller_storage_class_name: Optional[DnsSubdomain] = Field(None, description="Class of that volume; cluster default when unset.")
     rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
-    rest_api_replicas: int = Field(1, ge=1)
-    rest_api_resources: PodResources = pod_resources("500m", "1Gi", "1Gi")
+    rest_api_replicas: int = Field(1, ge=1, description="slurmrestd replicas (with restApi).")
+    rest_api_resources: PodResources = Field(pod_resources("500m", "1Gi", "1Gi"), description="slurmrestd container requests.")
 
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:

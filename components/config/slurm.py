@@ -49,13 +49,13 @@ class ImagesConfig(Model):
         description="Image tag shared by soperator's Slurm images; default: the release's own "
         "(1.14.10-jammy-slurm24.05.2 for 1.14.10, 4.1.7-slurm25.11.3 for 4.1.7).",
     )
-    mariadb: ImageReference = "docker-registry1.mariadb.com/library/mariadb:11.4.3"
+    mariadb: ImageReference = Field("docker-registry1.mariadb.com/library/mariadb:11.4.3", description="MariaDB image for the accounting database.")
 
 
 class ControllerConfig(Model):
-    size: int = Field(1, ge=1, le=2)
-    slurmctld: PodResources = pod_resources("1000m", "3Gi", "20Gi")
-    munge: PodResources = pod_resources("1000m", "1Gi", "5Gi")
+    size: int = Field(1, ge=1, le=2, description="slurmctld replicas (a second one is a backup controller).")
+    slurmctld: PodResources = Field(pod_resources("1000m", "3Gi", "20Gi"), description="slurmctld container requests.")
+    munge: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="munge sidecar container requests.")
 
 
 class WorkerConfig(Model):
@@ -63,16 +63,19 @@ class WorkerConfig(Model):
     cgroup_version: Literal["v1", "v2"] = Field(
         "v2", description="cgroup version of the GPU nodes: every operator's cgroup.conf (CgroupPlugin) and soperator's cgroupVersion."
     )
-    slurmd: WorkerResources = WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8)
-    munge: PodResources = pod_resources("2000m", "4Gi", "5Gi")
+    slurmd: WorkerResources = Field(
+        WorkerResources(cpu="110000m", memory="1220Gi", ephemeral_storage="55Gi", gpu=8),
+        description="slurmd container requests, GPUs and RDMA devices.",
+    )
+    munge: PodResources = Field(pod_resources("2000m", "4Gi", "5Gi"), description="munge sidecar container requests.")
     spool_storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")
-    spool_size: Quantity = "120Gi"
-    shared_memory_size: Quantity = "64Gi"
+    spool_size: Quantity = Field("120Gi", description="Size of each worker's spool volume.")
+    shared_memory_size: Quantity = Field("64Gi", description="Size of each worker's /dev/shm (NCCL and data loaders need a large one).")
 
 
 class LoginConfig(Model):
-    size: int = Field(2, ge=1)
-    service_type: Literal["NodePort", "LoadBalancer"] = "NodePort"
+    size: int = Field(2, ge=1, description="Login pods.")
+    service_type: Literal["NodePort", "LoadBalancer"] = Field("NodePort", description="How SSH reaches the login pods (sshdServiceType).")
     node_port: int = Field(30022, ge=30000, le=32767, description="sshdServiceNodePort (30000-32767).")
     load_balancer_ip: Annotated[Optional[IpAddress], BeforeValidator(lambda v: v or None)] = Field(
         None, description="sshdServiceLoadBalancerIP, with serviceType LoadBalancer only (unset: assigned by the cloud)."
@@ -101,37 +104,39 @@ class LoginConfig(Model):
     ssh_root_public_keys: list[Annotated[str, AfterValidator(_check_public_key)]] = Field(
         default_factory=list, description="Root's authorized keys (OpenSSH public key lines)."
     )
-    sshd: PodResources = pod_resources("3000m", "9Gi", "30Gi")
-    munge: PodResources = pod_resources("500m", "500Mi", "5Gi")
+    sshd: PodResources = Field(pod_resources("3000m", "9Gi", "30Gi"), description="sshd container requests.")
+    munge: PodResources = Field(pod_resources("500m", "500Mi", "5Gi"), description="munge sidecar container requests.")
 
 
 class ExternalDbConfig(Model):
-    host: Host
-    port: Port = 3306
-    user: str = Field("slurm", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
+    host: Host = Field(..., description="The database server's address.")
+    port: Port = Field(3306, description="The database server's port.")
+    user: str = Field("slurm", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$", description="The database user slurmdbd connects as.")
     password_secret_name: DnsSubdomain = Field(..., description="Existing Secret holding the database password.")
-    password_secret_key: DataKey = "password"
+    password_secret_key: DataKey = Field("password", description="The key of that Secret holding the password.")
 
 
 class AccountingConfig(Model):
-    enabled: bool = True
-    database: Literal["mariadbOperator", "external"] = "mariadbOperator"
-    external: Optional[ExternalDbConfig] = None
+    enabled: bool = Field(True, description="Run slurmdbd (job accounting; tenants need it).")
+    database: Literal["mariadbOperator", "external"] = Field(
+        "mariadbOperator", description="Where slurmdbd keeps its database: a MariaDB the MariaDB operator runs, or an external server."
+    )
+    external: Optional[ExternalDbConfig] = Field(None, description="The external database (with database: external).")
     storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of the MariaDB data volume.")
-    storage_size: Quantity = "10Gi"
-    mariadb: PodResources = pod_resources("1000m", "1Gi", "5Gi")
-    slurmdbd: PodResources = pod_resources("1000m", "3Gi", "5Gi")
-    munge: PodResources = pod_resources("1000m", "1Gi", "5Gi")
+    storage_size: Quantity = Field("10Gi", description="Size of the MariaDB data volume.")
+    mariadb: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="MariaDB container requests.")
+    slurmdbd: PodResources = Field(pod_resources("1000m", "3Gi", "5Gi"), description="slurmdbd container requests.")
+    munge: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="munge sidecar container requests.")
 
 
 class ExporterConfig(Model):
-    enabled: bool = True
-    resources: PodResources = pod_resources("250m", "256Mi", "500Mi")
-    munge: PodResources = pod_resources("1000m", "1Gi", "5Gi")
+    enabled: bool = Field(True, description="Run the Slurm metrics exporter.")
+    resources: PodResources = Field(pod_resources("250m", "256Mi", "500Mi"), description="Exporter container requests.")
+    munge: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="munge sidecar container requests.")
 
 
 class NcclBenchmarkConfig(Model):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Run soperator's periodic NCCL benchmark on the workers.")
     schedule: Annotated[str, AfterValidator(_check_cron)] = Field(
         "0 */3 * * *", description="Cron schedule of the benchmark CronJob (5 fields, or @hourly/@daily/...)."
     )
@@ -162,7 +167,7 @@ class ReadinessConfig(Model):
 class PartitionConfig(Model):
     """A Slurm partition over GPU pools (soperator 4.x, ACK and Slinky; soperator 1.14.10 has one implicit partition)."""
 
-    name: DnsLabel
+    name: DnsLabel = Field(..., description="PartitionName (what jobs name with -p).")
     pools: list[DnsLabel] = Field(default_factory=list, description="GPU pool names; empty: every GPU pool.")
     default: bool = Field(False, description="The partition jobs go to when they name none.")
     config: ConfLine = Field("MaxTime=INFINITE State=UP", description="Further PartitionName options (one slurm.conf line).")
@@ -173,14 +178,16 @@ def default_partitions() -> list[PartitionConfig]:
 
 
 class SlurmConfig(Model):
-    images: ImagesConfig = ImagesConfig()
-    controller: ControllerConfig = ControllerConfig()
-    worker: WorkerConfig = WorkerConfig()
-    login: LoginConfig = LoginConfig()
-    accounting: AccountingConfig = AccountingConfig()
-    exporter: ExporterConfig = ExporterConfig()
-    nccl_benchmark: NcclBenchmarkConfig = NcclBenchmarkConfig()
-    populate_jail: PopulateJailConfig = PopulateJailConfig()
+    """The Slurm cluster: its pods, accounting, login exposure, partitions and each operator's own settings."""
+
+    images: ImagesConfig = Field(ImagesConfig(), description="soperator's images (and the accounting MariaDB's).")
+    controller: ControllerConfig = Field(ControllerConfig(), description="slurmctld.")
+    worker: WorkerConfig = Field(WorkerConfig(), description="The Slurm workers (slurmd).")
+    login: LoginConfig = Field(LoginConfig(), description="The login pods and how SSH reaches them.")
+    accounting: AccountingConfig = Field(AccountingConfig(), description="slurmdbd and its database.")
+    exporter: ExporterConfig = Field(ExporterConfig(), description="The Prometheus exporter of Slurm metrics (soperator).")
+    nccl_benchmark: NcclBenchmarkConfig = Field(NcclBenchmarkConfig(), description="soperator's periodic NCCL benchmark.")
+    populate_jail: PopulateJailConfig = Field(PopulateJailConfig(), description="soperator's populate-jail job, which fills the jail from the image.")
     munge_key_rotation: int = Field(0, ge=0, description="Bump to generate a new munge key on the next update.")
     adopt_munge_secret: bool = Field(
         False,
@@ -192,7 +199,7 @@ class SlurmConfig(Model):
         default_factory=default_partitions, min_length=1, description="Slurm partitions (default: `main` over every GPU pool)."
     )
     ack: Optional[AckClusterConfig] = Field(None, description="ack-slurm-operator settings (required with slurmOperator: ack).")
-    slinky: SlinkyClusterConfig = SlinkyClusterConfig()
+    slinky: SlinkyClusterConfig = Field(SlinkyClusterConfig(), description="Slinky's images and volumes (slurmOperator: slinky).")
 
 
 def partition_problems(config: PlatformConfig) -> Iterator[Problem]:

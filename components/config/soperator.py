@@ -28,12 +28,17 @@ def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
 
 
 class SoperatorConfig(ChartConfig):
-    namespace: DnsLabel = "soperator-system"
+    namespace: DnsLabel = Field(
+        "soperator-system", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
+    )
     version: Literal["1.14.10", "4.1.7"] = Field(
         "1.14.10",
         description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
     )
-    repository: ChartRepository = "oci://cr.eu-north1.nebius.cloud/soperator"
+    repository: ChartRepository = Field(
+        "oci://cr.eu-north1.nebius.cloud/soperator",
+        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
+    )
 
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class NfsServer(Model):
     server: Host = Field(..., description="NFS server address: an IP or a DNS name.")
     share: AbsolutePath = Field(..., description="Exported path.")
-    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"], description="The StorageClass's mountOptions.")
 
 
 class AlibabaNas(Model):
@@ -41,8 +41,12 @@ class AlibabaNas(Model):
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/[A-Za-z0-9_@%+=:,./-]*$",
         description="NAS mount target and path, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share",
     )
-    volume_as: Literal["subpath", "filesystem"] = "subpath"
-    mount_options: list[MountOption] = Field(default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"])
+    volume_as: Literal["subpath", "filesystem"] = Field(
+        "subpath", description="The NAS CSI driver's volumeAs: a subdirectory per volume, or a file system each."
+    )
+    mount_options: list[MountOption] = Field(
+        default_factory=lambda: ["nolock,tcp,noresvport", "vers=3"], description="The StorageClass's mountOptions."
+    )
 
 
 class StorageClassConfig(Model):
@@ -50,16 +54,16 @@ class StorageClassConfig(Model):
 
     kind: Literal["existing", "nfs", "alibabaNas"] = Field("existing", description="existing | nfs | alibabaNas")
     name: DnsSubdomain = Field("default", description="StorageClass name (FPT: default or xplat-nfs).")
-    nfs: Optional[NfsServer] = None
-    alibaba_nas: Optional[AlibabaNas] = None
+    nfs: Optional[NfsServer] = Field(None, description="The NFS export behind the class (kind: nfs, csi-driver-nfs).")
+    alibaba_nas: Optional[AlibabaNas] = Field(None, description="The NAS file system behind the class (kind: alibabaNas).")
 
 
 class StaticNfsVolume(Model):
     """A pre-existing NFS export bound to the claim through a static PersistentVolume."""
 
-    server: Host
-    path: AbsolutePath
-    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"])
+    server: Host = Field(..., description="NFS server address: an IP or a DNS name.")
+    path: AbsolutePath = Field(..., description="Exported path.")
+    mount_options: list[MountOption] = Field(default_factory=lambda: ["nfsvers=4.1", "hard"], description="The PersistentVolume's mountOptions.")
 
 
 ADOPT_DESCRIPTION = (
@@ -85,8 +89,8 @@ class SubmountConfig(Model):
     name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
     mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
     mount_path: MountPath = Field(..., description="Same path on login and worker nodes (normalised; not / and not under a system directory).")
-    size: Quantity = "100Gi"
-    static_nfs: Optional[StaticNfsVolume] = None
+    size: Quantity = Field("100Gi", description="Size of the submount's claim.")
+    static_nfs: Optional[StaticNfsVolume] = Field(None, description="Bind the claim to this NFS export (a static Retain PV).")
     adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
     @property
@@ -99,10 +103,14 @@ class SubmountConfig(Model):
 
 
 class StorageConfig(Model):
+    """The RWX storage class and the Slurm data volumes (protected and retained on delete)."""
+
     storage_class: StorageClassConfig = StorageClassConfig()
-    jail: JailConfig = JailConfig()
-    controller_spool: SpoolConfig = SpoolConfig()
-    submounts: list[SubmountConfig] = Field(default_factory=list)
+    jail: JailConfig = Field(JailConfig(), description="jail-pvc: the shared root filesystem of every Slurm node (soperator).")
+    controller_spool: SpoolConfig = Field(SpoolConfig(), description="controller-spool-pvc: slurmctld's state (soperator).")
+    submounts: list[SubmountConfig] = Field(
+        default_factory=list, description="Shared volumes mounted into the jail at the same path on login and workers (jail-submount-<name>-pvc)."
+    )
 
 
 def storage_problems(config: PlatformConfig) -> Iterator[Problem]:

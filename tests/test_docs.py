@@ -1,0 +1,92 @@
+"""The configuration reference (docs/configuration.md, `make docs`) is what the config models say:
+generated, current, every key described, and every section's example accepted by the loader."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+import yaml
+from pydantic import Field
+
+from components.config import PROJECT, ConfigError, parse_config
+from components.config.fields import DnsLabel, Model
+from tests.harness import ROOT
+from tools import docs
+from tools.docs import EXAMPLES, STACK_SECTION, Schema, keys, render, sections
+
+
+def test_the_configuration_reference_is_generated_and_current():
+    page = (ROOT / docs.PAGE).read_text()
+    assert render(page) == page, "run `make docs` and commit docs/configuration.md"
+
+
+def test_a_stale_reference_is_caught():
+    page = (ROOT / docs.PAGE).read_text()
+    stale = page.replace("| `cluster.name` | string | `fpt-hpc` |", "| `cluster.name` | string | `hpc` |")
+    assert stale != page
+    assert render(stale) == page
+
+
+def undocumented(found: list[docs.Key]) -> list[str]:
+    return [key.path for key in found if not key.description.strip()]
+
+
+def test_every_key_has_a_type_and_a_description():
+    found = [key for _, section_keys in sections() for key in section_keys]
+    assert len(found) > 250  # every key of the model tree, not a sample
+    assert undocumented(found) == [], "give these fields a description (Field(description=...)) or their model a docstring"
+    assert [key.path for key in found if key.type in ("", "any")] == []
+    paths = {key.path for key in found}
+    for expected in ("cluster.name", "nodePools[].taints[].effect", "slurm.login.allowedSourceRanges", "tenants[].cells[].gpusPerCell"):
+        assert expected in paths
+
+
+def test_the_description_check_finds_a_key_without_one():
+    class Inner(Model):
+        documented: int = Field(1, description="Described.")
+        bare: Optional[DnsLabel] = None
+
+    class Outer(Model):
+        inner: Inner = Inner()
+
+    schema = Schema(Outer.model_json_schema(by_alias=True))
+    found = keys(schema, schema.root, "")
+    assert undocumented(found) == ["inner", "inner.bare"]
+    bare = next(key for key in found if key.path == "inner.bare")
+    assert (bare.type, bare.default) == ("string", "unset")
+    assert bare.allowed.startswith("a DNS-1123 label")
+
+
+def test_allowed_values_and_defaults_come_from_the_model():
+    found = {key.path: key for _, section_keys in sections() for key in section_keys}
+    assert found["environment"].allowed == "`local`, `dev`, `staging`, `prod`"
+    assert found["environment"].default == "`dev`"
+    assert found["nodePools[].gpusPerNode"].allowed == "≥ 0; ≤ 16"
+    assert found["storage.jail.size"].allowed == "a Kubernetes quantity of at least 40Gi"
+    assert found["nodePools"].default == "below the table" and found["nodePools"].long_default[0]["name"] == "gpu"
+    assert found["tenants"].default == "`[]`"
+    assert found["slurm.ack"].default == "unset; its keys below"
+    assert found["nodePools[].name"].default == "required"
+
+
+@pytest.mark.parametrize("section", [name for name, _ in sections()])
+def test_each_section_has_an_example_the_config_loader_accepts(section):
+    document = yaml.safe_load(EXAMPLES[section])
+    assert all(key.startswith(f"{PROJECT}:") for key in document), document
+    raw = {key.split(":", 1)[1]: value for key, value in document.items()}
+    section_keys = dict(sections())[section]
+    shown = [key.path for key in section_keys if key.path in raw] if section == STACK_SECTION else [section] if section in raw else []
+    assert shown, f"the example of {section} sets none of its keys"
+    if section == STACK_SECTION:
+        assert sorted(shown) == sorted(key.path for key in section_keys)
+    parse_config(raw)  # raises ConfigError naming the key if the example is wrong
+
+
+def test_an_example_that_rots_fails():
+    with pytest.raises(ConfigError, match="cluster.name"):
+        parse_config(yaml.safe_load(EXAMPLES["cluster"].replace("slurm-platform:", "").replace("hpc-hanoi", "Hpc_Hanoi")))
+
+
+def test_every_section_has_exactly_one_example():
+    assert sorted(EXAMPLES) == sorted(name for name, _ in sections())
