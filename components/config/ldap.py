@@ -22,7 +22,7 @@ class LdapTls(Model):
 PHP_LDAP_ADMIN_REMOVED = (
     "phpLDAPadmin is no longer deployed (an unmaintained 2020 image holding the LDAP server's TLS key); remove the key. "
     "Users and groups come from `tenants`; for anything else, run ldapmodify in the server pod over ldaps "
-    "(README: LDAP, administering the directory)"
+    "(docs/security.md: Administering the directory)"
 )
 REMOVED_KEYS = {("ldap", "phpLdapAdmin"): PHP_LDAP_ADMIN_REMOVED, ("ldap", "phpLdapAdminImage"): PHP_LDAP_ADMIN_REMOVED}
 

@@ -42,7 +42,7 @@ def _check_not_reserved_posix_name(value: str) -> str:
         raise ValueError(
             f"{value!r} is a system user or group of the Slurm images and cannot be seeded into LDAP or Slurm "
             "(reserved: Debian's base-passwd users and groups such as root, nobody, sudo, adm, staff, users, and the images' "
-            "daemons slurm, munge, sshd, nslcd, sssd; README: Reserved names)"
+            "daemons slurm, munge, sshd, nslcd, sssd; docs/tenants.md: Names a tenant cannot take)"
         )
     return value
 
