@@ -9,7 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -122,3 +122,26 @@ def new_workspace(root: Path, stack: str = "local", program: Optional[dict[str, 
     workspace.state.mkdir()
     workspace.pulumi("stack", "init", stack, "--secrets-provider", "passphrase", stack=None)
     return workspace
+
+
+# Chart fixtures: a local chart directory per operator, for stacks whose charts the tests cannot download.
+def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: Sequence[Path] = ()) -> None:
+    chart = directory / name
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version.lstrip("v")}))
+    (chart / "values.yaml").write_text("{}\n")
+    (chart / "templates" / "objects.yaml").write_text(yaml.safe_dump_all(objects))
+    if crds:
+        (chart / "crds").mkdir()
+        for crd in crds:
+            shutil.copy(crd, chart / "crds" / crd.name)
+
+
+def config_map(name: str) -> dict:
+    # `.Release.Namespace` proves the chart is rendered into the namespace we asked for.
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"},
+        "data": {"values": "{{ toJson .Values | b64enc }}"},
+    }

@@ -3,6 +3,7 @@ for the tests and the benchmarks."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,3 +21,9 @@ def stack_config(stack: str) -> dict[str, Any]:
 
 def example_stacks() -> list[str]:
     return stacks(ROOT)
+
+
+def tracked_files() -> list[Path]:
+    """The files git tracks: what a clone holds."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / name for name in listed.split("\0") if name]

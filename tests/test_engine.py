@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.contracts import SOPERATOR_CRD, crd_errors, kubernetes_errors
-from tests.engine import FILE_BACKEND_QUERY, ToolchainError, Workspace, new_workspace
+from tests.engine import FILE_BACKEND_QUERY, ToolchainError, Workspace, config_map, new_workspace, write_chart
 from tests.harness import ROOT
 
 SLURM_CLUSTER = "kubernetes:slurm.nebius.ai/v1:SlurmCluster"
@@ -179,28 +176,6 @@ def test_renaming_the_storage_component_keeps_the_volumes(ws):
     touched = [(s["op"], s["urn"]) for s in steps if s["op"] not in ("same", "read") and "Persistent" in s["urn"]]
     assert touched == []
     assert not [s for s in steps if s["op"] in ("delete", "replace", "create-replacement", "delete-replaced")]
-
-
-def write_chart(directory: Path, name: str, version: str, objects: list[dict], crds: Sequence[Path] = ()) -> None:
-    chart = directory / name
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version.lstrip("v")}))
-    (chart / "values.yaml").write_text("{}\n")
-    (chart / "templates" / "objects.yaml").write_text(yaml.safe_dump_all(objects))
-    if crds:
-        (chart / "crds").mkdir()
-        for crd in crds:
-            shutil.copy(crd, chart / "crds" / crd.name)
-
-
-def config_map(name: str) -> dict:
-    # `.Release.Namespace` proves the chart is rendered into the namespace we asked for.
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "{{ .Release.Namespace }}"},
-        "data": {"values": "{{ toJson .Values | b64enc }}"},
-    }
 
 
 def test_chart_wiring_with_local_chart_fixtures(ws):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from scripts import contracts
-from tests.harness import ROOT
+from tests.harness import ROOT, tracked_files
 
 # Ways a file could reach outside the checkout: the sibling folder by name, or a
 # path that climbs above the repository root.
@@ -30,11 +30,6 @@ OUTSIDE_THE_CLONE = [
 ]
 # Prose may tell the project's history; code may not act on it.
 PROSE = (".md",)
-
-
-def tracked_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return [ROOT / name for name in listed.split("\0") if name]
 
 
 def test_no_code_script_test_makefile_or_workflow_reaches_outside_the_clone():
