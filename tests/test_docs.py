@@ -68,6 +68,14 @@ def test_allowed_values_and_defaults_come_from_the_model():
     assert found["tenants"].default == "`[]`"
     assert found["slurm.ack"].default == "unset; its keys below"
     assert found["nodePools[].name"].default == "required"
+    selector = found["nodePools[].selector"]
+    assert selector.type == "map of string to string" and selector.allowed.startswith("keys: a Kubernetes qualified name")
+
+
+def test_a_map_with_a_key_pattern_is_typed_and_its_keys_and_values_listed():
+    schema = Schema({"patternProperties": {"^[a-z]+$": {"type": "string", "x-allowed": "text"}}, "type": "object"})
+    assert schema.type_name(schema.root) == "map of string to string"
+    assert schema.allowed(schema.root) == "keys: matches `^[a-z]+$`; values: text"
 
 
 @pytest.mark.parametrize("section", [name for name, _ in sections()])

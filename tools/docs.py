@@ -163,8 +163,8 @@ class Schema:
         if kind == "array":
             return f"list of {self.type_name(node.get('items', {}))}"
         if kind == "object":
-            values = node.get("additionalProperties")
-            return f"map of string to {self.type_name(values)}" if isinstance(values, dict) and values else "map (any values)"
+            _, values = _map_of(node)
+            return f"map of string to {self.type_name(values)}" if values else "map (any values)"
         if "enum" in node or "const" in node:
             sample = node.get("enum", [node.get("const")])[0]
             return {str: "string", bool: "boolean", int: "integer", float: "number"}.get(type(sample), "any")
@@ -193,13 +193,24 @@ class Schema:
             if each:
                 parts.append(f"each: {each}")
         if node.get("type") == "object" and "properties" not in node:
-            names = self.allowed(node.get("propertyNames", {}))
-            values = node.get("additionalProperties")
+            key_schema, values = _map_of(node)
+            names = self.allowed(key_schema)
             if names:
                 parts.append(f"keys: {names}")
-            if isinstance(values, dict) and "properties" not in self.resolve(values) and self.allowed(values):
+            if values and "properties" not in self.resolve(values) and self.allowed(values):
                 parts.append(f"values: {self.allowed(values)}")
         return "; ".join(parts)
+
+
+def _map_of(node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A map's key and value schemas: `propertyNames` and `additionalProperties`, or the one
+    `patternProperties` entry pydantic writes for keys with a pattern."""
+    patterns = node.get("patternProperties") or {}
+    if len(patterns) == 1:
+        ((pattern, values),) = patterns.items()
+        return {"pattern": pattern}, values
+    values = node.get("additionalProperties")
+    return node.get("propertyNames", {}), values if isinstance(values, dict) else {}
 
 
 def _plain(value: Any) -> str:
@@ -243,8 +254,8 @@ def _below(schema: Schema, node: dict[str, Any], path: str) -> list[Key]:
         return keys(schema, node, path)
     if node.get("type") == "array" and node.get("items"):
         return _below(schema, schema.resolve(node["items"]), f"{path}[]")
-    values = node.get("additionalProperties")
-    if node.get("type") == "object" and isinstance(values, dict) and "properties" in schema.resolve(values):
+    _, values = _map_of(node)
+    if node.get("type") == "object" and values and "properties" in schema.resolve(values):
         return keys(schema, values, f"{path}.<name>")
     return []
 
