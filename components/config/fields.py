@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -222,11 +223,23 @@ def _check_line(value: str) -> str:
     return value
 
 
-def _check_ldif_value(value: str) -> str:
-    # A plain LDIF value (RFC 2849 SAFE-STRING): one ASCII line, not starting with space, ':' or '<'.
-    _check_line(value)
-    if value[:1] in (" ", ":", "<") or value.endswith(" ") or any(c in value for c in ":,="):
-        raise ValueError("must not contain ':', ',' or '=' nor start or end with a space (it is an LDIF value)")
+HUMAN_TEXT_MAX = 256
+
+
+def _human_text(value: str) -> str:
+    # Text people read (a company's name, a person's): any script, one line. NFC, so that the same name typed with
+    # combining accents (NFD, as some Vietnamese keyboards send it) is stored once. Each target encodes it
+    # (components/ldap.py ldif_line, dn_value) or refuses what it cannot carry.
+    value = unicodedata.normalize("NFC", value)
+    if not value.strip():
+        raise ValueError("must not be empty; it is text people read, e.g. Công ty Cổ phần FPT Smart Cloud, Inc. or 阿里云计算有限公司")
+    if not value.isprintable():
+        raise ValueError(
+            "must be one line of printable text in any language (no newline, tab, control, invisible or Unicode separator "
+            "characters other than the space)"
+        )
+    if len(value) > HUMAN_TEXT_MAX:
+        raise ValueError(f"must be at most {HUMAN_TEXT_MAX} characters")
     return value
 
 
@@ -307,6 +320,8 @@ AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
 SafePath = Annotated[str, AfterValidator(_check_safe_path)]
 MountOption = Annotated[str, AfterValidator(_check_mount_option)]
 ConfLine = Annotated[str, AfterValidator(_check_line)]
+# Text for people (names, descriptions): any language, one line; encoded where it lands.
+HumanText = Annotated[str, AfterValidator(_human_text)]
 MountPath = Annotated[str, AfterValidator(_check_mount_path)]
 ExactVersion = Annotated[str, AfterValidator(_check_exact_version)]
 ChartRepository = Annotated[str, AfterValidator(_check_chart_repository)]
