@@ -135,16 +135,16 @@ def tenant_entries(ldap: LdapConfig, tenants: Sequence[TenantConfig]) -> list[st
         for user in users:
             primary.setdefault(user, group)
     lines: list[str] = []
-    groups, users = dn("ou", "groups", ldap.base_dn), dn("ou", "users", ldap.base_dn)
+    groups_dn, users_dn = dn("ou", "groups", ldap.base_dn), dn("ou", "users", ldap.base_dn)
     for group, names in members.items():
-        lines += ["", *ldif_entry(dn("cn", group, groups), ("objectClass", "posixGroup"), ("cn", group), ("gidNumber", str(gids[group])))]
+        lines += ["", *ldif_entry(dn("cn", group, groups_dn), ("objectClass", "posixGroup"), ("cn", group), ("gidNumber", str(gids[group])))]
         lines += [ldif_line("memberUid", user) for user in names]
     for uid, (user, group) in enumerate(primary.items(), start=FIRST_UID):
         full_name = ldap.display_names.get(user, user)
         lines += [
             "",
             *ldif_entry(
-                dn("uid", user, users),
+                dn("uid", user, users_dn),
                 *(("objectClass", c) for c in ("inetOrgPerson", "posixAccount", "shadowAccount")),
                 ("uid", user),
                 # sssd and nslcd take the passwd name field (gecos) from cn when the entry has no gecos,

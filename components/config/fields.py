@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import posixpath
 import re
 import unicodedata
@@ -372,6 +374,27 @@ class Problem:
     path: tuple[Any, ...]  # camelCase keys and list indices
     message: str
     value: Any = None
+    fix: tuple[Any, ...] = ()  # values that, set at `path`, fix it (alternatives): shown as config lines
+
+
+def escaped(text: str) -> str:
+    """Printable ASCII as is; anything else (invisible, confusable, non-ASCII) as an escape."""
+    return "".join(c if " " <= c <= "~" else json.dumps(c)[1:-1] for c in text)
+
+
+def key_path(loc: tuple[Any, ...]) -> str:
+    """A key path as written after `slurm-platform:` and in `pulumi config set --path`: a.b[0]["dotted.key"]."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (the key)"
+        elif path:
+            path += f".{escaped(str(part))}" if re.fullmatch(r"[A-Za-z0-9_-]+", str(part)) else f"[{json.dumps(str(part))}]"
+        else:
+            path = escaped(str(part))
+    return path
 
 
 def duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
@@ -381,6 +404,22 @@ def duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
         if value in seen:
             yield index, value
         seen.add(value)
+
+
+def _folded(text: str) -> str:
+    return re.sub(r"[\s_-]+", "", text.casefold())
+
+
+def closest(value: str, allowed: list[str]) -> list[str]:
+    """The allowed value `value` was meant to be: the same but for case and separators (alibaba-nas), the one it
+    abbreviates or spells out (production), or a close spelling (alibab); none when it is not clear."""
+    folded = {_folded(a): a for a in allowed}
+    if _folded(value) in folded:
+        return [folded[_folded(value)]]
+    prefixed = [a for f, a in folded.items() if f and _folded(value) and (f.startswith(_folded(value)) or _folded(value).startswith(f))]
+    if len(prefixed) == 1:
+        return prefixed
+    return difflib.get_close_matches(value, allowed, n=1, cutoff=0.6)
 
 
 def gib_text(amount: Decimal) -> str:

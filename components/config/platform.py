@@ -36,7 +36,9 @@ class PlatformConfig(Model):
     cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
         "fpt",
         description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
-        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type).",
+        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type). "
+        "Unset: inferred where the config leaves no doubt (slurmOperator ack, storage kind alibabaNas, a region "
+        "such as cn-hangzhou or hanoi, a cloud's own load-balancer annotation), else fpt.",
     )
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -84,6 +86,12 @@ class PlatformConfig(Model):
         return self.storage.jail.static_nfs is not None
 
     _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    _cloud_origin: str = PrivateAttr(default="set")
+
+    @property
+    def cloud_origin(self) -> str:
+        """Where `cloud` came from: set, inferred from <keys>, or default (components/config/cloud.py)."""
+        return self._cloud_origin
 
     @property
     def render_only(self) -> bool:
