@@ -238,8 +238,8 @@ def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         f"binddn {readonly_dn(ldap)}\n"
         f"bindpw {bind_password}\n"
         f"base {ldap.base_dn}\n"
-        f"base passwd ou=users,{ldap.base_dn}\n"
-        f"base group ou=groups,{ldap.base_dn}\n"
+        f"base passwd {dn('ou', 'users', ldap.base_dn)}\n"
+        f"base group {dn('ou', 'groups', ldap.base_dn)}\n"
         f"tls_cacertfile {ca_file(ldap, NSLCD_CA_FILE)}\n"
     )
 
@@ -250,8 +250,8 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         "[domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n"
         f"ldap_uri = {ldap_uri(ldap, namespace)}\n"
         f"ldap_search_base = {ldap.base_dn}\n"
-        f"ldap_user_search_base = ou=users,{ldap.base_dn}\n"
-        f"ldap_group_search_base = ou=groups,{ldap.base_dn}\n"
+        f"ldap_user_search_base = {dn('ou', 'users', ldap.base_dn)}\n"
+        f"ldap_group_search_base = {dn('ou', 'groups', ldap.base_dn)}\n"
         f"ldap_default_bind_dn = {readonly_dn(ldap)}\n"
         f"ldap_default_authtok = {bind_password}\n"
         f"ldap_tls_cacert = {ca_file(ldap, SSSD_CA_FILE)}\n"
