@@ -8,6 +8,7 @@ import pulumi
 from pydantic import Field, PrivateAttr
 
 from .charts import OperatorsConfig
+from .cloud import DEFAULT_CLOUD
 from .cluster import ClusterConfig, KubernetesConfig
 from .fields import Model
 from .ldap import LdapConfig
@@ -34,7 +35,7 @@ class PlatformConfig(Model):
     )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
     cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
-        "fpt",
+        DEFAULT_CLOUD,
         description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
         "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type). "
         "Unset: inferred where the config leaves no doubt (slurmOperator ack, storage kind alibabaNas, a region "
