@@ -45,15 +45,15 @@ def _key_path(loc: tuple[Any, ...]) -> str:
 
 def _config_line(loc: tuple[Any, ...], value: Any) -> str:
     """The line that sets `value` at `loc`: a top-level key as Pulumi.<stack>.yaml writes it, a nested one as a command."""
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-    if len(loc) == 1:
-        plain = (
-            isinstance(value, str)
-            and re.fullmatch(r"[A-Za-z0-9._/-]+", value)
-            and not re.fullmatch(r"[0-9.]+|true|false|null|yes|no|on|off|~", value, re.I)
-        )
-        return f"`{PROJECT}:{loc[0]}: {text if plain or not isinstance(value, str) else json.dumps(value, ensure_ascii=False)}`"
-    return f"`pulumi config set --path {shlex.quote(key_path(loc))} {shlex.quote(text)}`"
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(loc) > 1:
+        return f"`pulumi config set --path {shlex.quote(key_path(loc))} {shlex.quote(text)}`"
+    # YAML reads a bare 8, true or no as a number or a boolean: text like that, or with YAML syntax, is quoted.
+    if isinstance(value, str) and (
+        not re.fullmatch(r"[A-Za-z0-9._/-]+", value) or re.fullmatch(r"[0-9.]+|true|false|null|yes|no|on|off", value, re.I)
+    ):
+        text = json.dumps(value, ensure_ascii=False)
+    return f"`{PROJECT}:{loc[0]}: {text}`"
 
 
 def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], show_value: bool = True, fix: tuple[Any, ...] = ()) -> str:
