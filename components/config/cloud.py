@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from slurm_rules import kube_rules
 
@@ -19,7 +19,8 @@ from .fields import PROJECT, Problem, key_path
 if TYPE_CHECKING:
     from .platform import PlatformConfig
 
-DEFAULT_CLOUD = "fpt"
+Cloud = Literal["fpt", "alibaba", "aws", "gcp", "azure"]
+DEFAULT_CLOUD: Cloud = "fpt"
 # FPT Cloud's regions as its stacks name them.
 FPT_REGIONS = frozenset({"hanoi", "hcm", "hoalac"})
 # Alibaba Cloud's Chinese region ids (cn-hangzhou, cn-beijing, cn-wuhan-lr); AWS's China regions end in a digit

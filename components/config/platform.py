@@ -8,7 +8,7 @@ import pulumi
 from pydantic import Field, PrivateAttr
 
 from .charts import OperatorsConfig
-from .cloud import DEFAULT_CLOUD
+from .cloud import DEFAULT_CLOUD, Cloud
 from .cluster import ClusterConfig, KubernetesConfig
 from .fields import Model
 from .ldap import LdapConfig
@@ -34,7 +34,7 @@ class PlatformConfig(Model):
         "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
     )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
-    cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
+    cloud: Cloud = Field(
         DEFAULT_CLOUD,
         description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
         "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type). "
