@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -55,13 +56,52 @@ NSLCD_CA_FILE = f"/etc/{CLIENT_CA_KEY}"
 TLS_CA_KEY = "ca.crt"
 
 
+# RFC 2849: a value goes as is only as a SAFE-STRING (ASCII without NUL, LF, CR; not starting with
+# space, ':' or '<'); and one ending in a space SHOULD be base64 too. Anything else goes base64 after '::'.
+_LDIF_SAFE = re.compile(r"[\x01-\x09\x0b\x0c\x0e-\x1f\x21-\x39\x3b\x3d-\x7f][\x01-\x09\x0b\x0c\x0e-\x7f]*")
+
+
+def ldif_line(attribute: str, value: str) -> str:
+    """One LDIF attribute line (`dn` included): every value the seed and the ACL carry goes through here."""
+    if value == "":
+        return f"{attribute}:"
+    if _LDIF_SAFE.fullmatch(value) and not value.endswith(" "):
+        return f"{attribute}: {value}"
+    return f"{attribute}:: {base64.b64encode(value.encode()).decode()}"
+
+
+def ldif_entry(entry_dn: str, *attributes: tuple[str, str]) -> list[str]:
+    """An entry's lines: its dn, then `(attribute, value)` pairs, each encoded by ldif_line."""
+    return [ldif_line("dn", entry_dn), *(ldif_line(attribute, value) for attribute, value in attributes)]
+
+
+# RFC 4514 2.4: in an attribute value of a DN, these are escaped with a backslash, as are a leading
+# space or '#', a trailing space, and NUL (\00); UTF-8 stays as it is.
+_DN_SPECIAL = frozenset(',+"\\<>;=')
+
+
+def dn_value(value: str) -> str:
+    """`value` escaped for the value of an RDN (RFC 4514)."""
+    escaped = ["\\00" if c == "\0" else "\\" + c if c in _DN_SPECIAL else c for c in value]
+    if value[:1] in (" ", "#"):
+        escaped[0] = "\\" + escaped[0]
+    if len(value) > 1 and value.endswith(" "):
+        escaped[-1] = "\\ "
+    return "".join(escaped)
+
+
+def dn(attribute: str, value: str, parent: str) -> str:
+    """The DN `attribute=value,parent`, the value escaped: every DN the program builds under the base."""
+    return f"{attribute}={dn_value(value)},{parent}"
+
+
 def admin_dn(ldap: LdapConfig) -> str:
-    return f"cn={ldap.admin_username},{ldap.base_dn}"
+    return dn("cn", ldap.admin_username, ldap.base_dn)
 
 
 def readonly_dn(ldap: LdapConfig) -> str:
     """The account sssd and nslcd bind with."""
-    return f"cn={ldap.readonly_username},ou={SERVICES_OU},{ldap.base_dn}"
+    return dn("cn", ldap.readonly_username, dn("ou", SERVICES_OU, ldap.base_dn))
 
 
 def ssha512(password: str, salt: str) -> str:
@@ -95,21 +135,28 @@ def tenant_entries(ldap: LdapConfig, tenants: Sequence[TenantConfig]) -> list[st
         for user in users:
             primary.setdefault(user, group)
     lines: list[str] = []
-    for group, users in members.items():
-        lines += ["", f"dn: cn={group},ou=groups,{ldap.base_dn}", "objectClass: posixGroup", f"cn: {group}", f"gidNumber: {gids[group]}"]
-        lines += [f"memberUid: {user}" for user in users]
+    groups_dn, users_dn = dn("ou", "groups", ldap.base_dn), dn("ou", "users", ldap.base_dn)
+    for group, names in members.items():
+        lines += ["", *ldif_entry(dn("cn", group, groups_dn), ("objectClass", "posixGroup"), ("cn", group), ("gidNumber", str(gids[group])))]
+        lines += [ldif_line("memberUid", user) for user in names]
     for uid, (user, group) in enumerate(primary.items(), start=FIRST_UID):
+        full_name = ldap.display_names.get(user, user)
         lines += [
             "",
-            f"dn: uid={user},ou=users,{ldap.base_dn}",
-            *(f"objectClass: {c}" for c in ("inetOrgPerson", "posixAccount", "shadowAccount")),
-            f"uid: {user}",
-            f"cn: {user}",
-            f"sn: {user}",
-            f"uidNumber: {uid}",
-            f"gidNumber: {gids[group]}",
-            f"homeDirectory: /home/{user}",
-            "loginShell: /bin/bash",
+            *ldif_entry(
+                dn("uid", user, users_dn),
+                *(("objectClass", c) for c in ("inetOrgPerson", "posixAccount", "shadowAccount")),
+                ("uid", user),
+                # sssd and nslcd take the passwd name field (gecos) from cn when the entry has no gecos,
+                # which is IA5 (ASCII) in the nis schema: cn carries the name in any language.
+                ("cn", full_name),
+                ("sn", user),
+                *((("displayName", full_name),) if user in ldap.display_names else ()),
+                ("uidNumber", str(uid)),
+                ("gidNumber", str(gids[group])),
+                ("homeDirectory", f"/home/{user}"),
+                ("loginShell", "/bin/bash"),
+            ),
         ]
     return lines
 
@@ -120,19 +167,22 @@ def seed_ldif(ldap: LdapConfig, readonly_password_hash: str, tenants: Sequence[T
     first_rdn = ldap.base_dn.split(",")[0]
     attribute, value = first_rdn.split("=", 1)
     root_classes = {"dc": ["dcObject", "organization"], "o": ["organization"], "ou": ["organizationalUnit"]}[attribute]
-    lines = [f"dn: {ldap.base_dn}", *(f"objectClass: {c}" for c in ["top", *root_classes]), f"{attribute}: {value}"]
+    root = [*(("objectClass", c) for c in ["top", *root_classes]), (attribute, value)]
     if attribute != "o":
-        lines.append(f"o: {ldap.organisation}")
+        root.append(("o", ldap.organisation))
+    lines = ldif_entry(ldap.base_dn, *root)
     for unit in ("users", "groups", SERVICES_OU):
-        lines += ["", f"dn: ou={unit},{ldap.base_dn}", "objectClass: organizationalUnit", f"ou: {unit}"]
+        lines += ["", *ldif_entry(dn("ou", unit, ldap.base_dn), ("objectClass", "organizationalUnit"), ("ou", unit))]
     lines += [
         "",
-        f"dn: {readonly_dn(ldap)}",
-        "objectClass: organizationalRole",
-        "objectClass: simpleSecurityObject",
-        f"cn: {ldap.readonly_username}",
-        "description: Read-only bind account of the Slurm nodes' sssd and nslcd",
-        f"userPassword: {readonly_password_hash}",
+        *ldif_entry(
+            readonly_dn(ldap),
+            ("objectClass", "organizationalRole"),
+            ("objectClass", "simpleSecurityObject"),
+            ("cn", ldap.readonly_username),
+            ("description", "Read-only bind account of the Slurm nodes' sssd and nslcd"),
+            ("userPassword", readonly_password_hash),
+        ),
         *tenant_entries(ldap, tenants),
     ]
     return "\n".join(lines) + "\n"
@@ -143,14 +193,13 @@ def readonly_acl_ldif(ldap: LdapConfig) -> str:
     their password, password hashes are only used to authenticate. The service account's
     own password is bind-only too: it sits on every node, and whoever reads it there must
     not be able to change it and lock every node out. The admin (rootDN) is not subject to ACLs."""
-    return (
-        "dn: olcDatabase={2}mdb,cn=config\n"
-        "changetype: modify\n"
-        "add: olcAccess\n"
-        f'olcAccess: {{0}}to dn.exact="{readonly_dn(ldap)}" attrs=userPassword by anonymous auth by * none\n'
-        "olcAccess: {1}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none\n"
-        f'olcAccess: {{2}}to * by dn.exact="{readonly_dn(ldap)}" read by self read by * none\n'
+    rules = (
+        f'{{0}}to dn.exact="{readonly_dn(ldap)}" attrs=userPassword by anonymous auth by * none',
+        "{1}to attrs=userPassword,shadowLastChange by self write by anonymous auth by * none",
+        f'{{2}}to * by dn.exact="{readonly_dn(ldap)}" read by self read by * none',
     )
+    lines = [ldif_line("dn", "olcDatabase={2}mdb,cn=config"), "changetype: modify", "add: olcAccess", *(ldif_line("olcAccess", r) for r in rules)]
+    return "\n".join(lines) + "\n"
 
 
 def acl_init_script(ldap: LdapConfig) -> str:
@@ -189,8 +238,8 @@ def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         f"binddn {readonly_dn(ldap)}\n"
         f"bindpw {bind_password}\n"
         f"base {ldap.base_dn}\n"
-        f"base passwd ou=users,{ldap.base_dn}\n"
-        f"base group ou=groups,{ldap.base_dn}\n"
+        f"base passwd {dn('ou', 'users', ldap.base_dn)}\n"
+        f"base group {dn('ou', 'groups', ldap.base_dn)}\n"
         f"tls_cacertfile {ca_file(ldap, NSLCD_CA_FILE)}\n"
     )
 
@@ -201,8 +250,8 @@ def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
         "[domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n"
         f"ldap_uri = {ldap_uri(ldap, namespace)}\n"
         f"ldap_search_base = {ldap.base_dn}\n"
-        f"ldap_user_search_base = ou=users,{ldap.base_dn}\n"
-        f"ldap_group_search_base = ou=groups,{ldap.base_dn}\n"
+        f"ldap_user_search_base = {dn('ou', 'users', ldap.base_dn)}\n"
+        f"ldap_group_search_base = {dn('ou', 'groups', ldap.base_dn)}\n"
         f"ldap_default_bind_dn = {readonly_dn(ldap)}\n"
         f"ldap_default_authtok = {bind_password}\n"
         f"ldap_tls_cacert = {ca_file(ldap, SSSD_CA_FILE)}\n"

@@ -100,6 +100,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "slurm.ack.slurmctldHost": "slurm-head",
             "slurm.ack.extraSlurmConf": ["SlurmctldDebug=info"],
             "tenants": [{**TENANT, "cells": [{"pool": "a10", "gpusPerCell": 1, "cells": 1}]}],
+            "ldap.displayNames": {"alice": "Nguyễn Văn An"},
         },
     ),
     # Rendered to a directory (its string reaches no file), so a dev stack: TLS needs a cluster to read the CA from.
@@ -189,9 +190,13 @@ def shell_shape(text: str) -> list[tuple[str, str]]:
 
 def text_shape(text: str, shell: bool) -> tuple[Any, ...]:
     """Lines (every separator str.splitlines knows), NULs, the keys on each line (`Key=`, `attr:`,
-    `key =`), and for a script its shell syntax."""
+    `key =`), and for a script its shell syntax. An LDIF base64 value (`attr:: ...`, RFC 2849) is data: its
+    alphabet has no separator, and its '=' padding is no key."""
     lines = text.splitlines()
-    keys = [tuple(re.findall(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]", line)) for line in lines]
+    keys = [
+        tuple(re.findall(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]", re.sub(r"^([A-Za-z][A-Za-z0-9-]*):: [A-Za-z0-9+/]*=*$", r"\1::", line)))
+        for line in lines
+    ]
     return (len(lines), text.count("\x00"), tuple(keys), tuple(shell_shape(text)) if shell else ())
 
 

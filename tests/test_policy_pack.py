@@ -18,7 +18,8 @@ import pytest
 import yaml
 from pulumi_policy import EnforcementLevel
 
-from tests.harness import ROOT, example_stacks
+from components.config import parse_config
+from tests.harness import ROOT, example_stacks, stack_config
 
 PACK = ROOT / "policies"
 sys.path.insert(0, str(PACK))
@@ -106,6 +107,6 @@ def test_each_policy_config_mirrors_its_stacks_exposure_keys(stack):
     config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
     login = (config.get("slurm-platform:slurm") or {}).get("login", {})
     policy = json.loads((ROOT / "policies" / "config" / f"{stack}.json").read_text())["restricted-load-balancers"]
-    assert policy["cloud"] == config.get("slurm-platform:cloud", "fpt")
+    assert policy["cloud"] == parse_config(stack_config(stack)).cloud  # set, or inferred as the program does
     assert policy["allowBroadSourceRanges"] == login.get("allowBroadSourceRanges", False)
     assert policy["nodePortsFirewalled"] == login.get("nodePortsFirewalled", False)

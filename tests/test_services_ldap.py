@@ -4,10 +4,12 @@ asks the image to be, loaded with the rendered seed LDIF and ACL script; the rea
 account, anonymous and admin binds; with TLS, no bind without it (LDAP_REQUIRE_TLS, and the
 require-tls init container for a directory initialised before); and each operator's
 rendered client config (sssd for soperator 4.1.7 and Slinky, nslcd for ACK) resolving a
-seeded user and its groups."""
+seeded user and its groups; a Vietnamese and a Chinese organisation and full names with diacritics
+and in Chinese, read back decoded through ldapsearch, sssd and nslcd."""
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import tempfile
@@ -235,6 +237,50 @@ def test_each_operators_client_config_resolves_a_seeded_user_and_its_groups(oper
         assert group.startswith(f"{alice.group}:") and "alice" in group.rstrip().split(":")[-1].split(","), group
         groups = lab.run("id", "-Gn", "alice").stdout.split()
         assert {t.group for t in LAB_TENANTS if "alice" in t.users} <= set(groups), groups
+    finally:
+        lab.close()
+        shutil.rmtree(lab.root)
+
+
+# Text in people's languages, as the program renders it: a Vietnamese and a Chinese organisation, and users whose cn
+# is their full name with diacritics or in Chinese characters.
+DISPLAY_NAMES = {"alice": "Nguyễn Văn An", "bob": "王小明"}
+LANGUAGES = {
+    "Vietnamese organisation, sssd": ("Công ty Cổ phần FPT Smart Cloud, Inc.", "sssd"),
+    "Chinese organisation, nslcd": ("阿里云计算有限公司", "nslcd"),
+}
+
+
+@pytest.mark.parametrize("case", LANGUAGES)
+def test_an_organisation_and_full_names_in_any_language_read_back_through_ldapsearch_and_each_client(case):
+    organisation, client = LANGUAGES[case]
+    require_packages()
+    lab_ldap = {**stack_config("dev-lab")["ldap"], "organisation": organisation, "displayNames": DISPLAY_NAMES}
+    lab, config = start_directory("dev-lab", {"ldap": lab_ldap})
+    try:
+        base = config.ldap.base_dn
+        admin = (lab.admin_dn, ADMIN_PASSWORD)
+        readonly = (ldap.readonly_dn(config.ldap), READONLY_PASSWORD)
+        # ldapsearch prints what is not a SAFE-STRING in base64, as the seed has it; decoded, it is the config's text.
+        root = lab.ldap("ldapsearch", "-LLL", "-o", "ldif-wrap=no", "-s", "base", "-b", base, "o", bind=admin).stdout
+        assert f"o:: {base64.b64encode(organisation.encode()).decode()}" in root.splitlines(), root
+        # The server matches the UTF-8 text itself: a filter on the name finds the user.
+        for user, name in DISPLAY_NAMES.items():
+            found = lab.ldap(
+                "ldapsearch", "-LLL", "-o", "ldif-wrap=no", "-b", f"ou=users,{base}", f"(cn={name})", "uid", "displayName", bind=readonly
+            )
+            assert f"uid: {user}" in found.stdout, found.stdout + found.stderr
+            assert f"displayName:: {base64.b64encode(name.encode()).decode()}" in found.stdout
+        render = ldap.sssd_conf if client == "sssd" else ldap.nslcd_conf
+        conf = for_this_machine(
+            render(config.ldap, config.cluster.namespace, READONLY_PASSWORD), {f"{service_host(config)}:{ldap.LDAP_PORT}": f"127.0.0.1:{lab.port}"}
+        )
+        lab.sssd(conf) if client == "sssd" else lab.nslcd(conf)
+        for user, name in DISPLAY_NAMES.items():
+            passwd = lab.run("getent", "passwd", user, check=False).stdout
+            assert passwd, lab.log(client)[-4000:]
+            # name:password:uid:gid:gecos:home:shell, the gecos field the cn in UTF-8.
+            assert passwd.rstrip("\n").split(":")[4] == name and passwd.endswith(f":/home/{user}:/bin/bash\n"), passwd
     finally:
         lab.close()
         shutil.rmtree(lab.root)

@@ -99,8 +99,6 @@ class AckClusterConfig(Model):
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:
     """What ack-slurm-operator (components/slurm/ack.py) can render."""
-    if config.cloud != "alibaba":
-        yield Problem(("cloud",), "must be alibaba with slurmOperator ack (ACK's login is an Alibaba Cloud load balancer)", config.cloud)
     slurm = config.slurm
     if slurm.ack is None:
         yield Problem(("slurm", "ack"), "required when slurmOperator is ack (at least slurm.ack.image)")

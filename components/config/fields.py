@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import posixpath
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -222,11 +225,23 @@ def _check_line(value: str) -> str:
     return value
 
 
-def _check_ldif_value(value: str) -> str:
-    # A plain LDIF value (RFC 2849 SAFE-STRING): one ASCII line, not starting with space, ':' or '<'.
-    _check_line(value)
-    if value[:1] in (" ", ":", "<") or value.endswith(" ") or any(c in value for c in ":,="):
-        raise ValueError("must not contain ':', ',' or '=' nor start or end with a space (it is an LDIF value)")
+HUMAN_TEXT_MAX = 256
+
+
+def _human_text(value: str) -> str:
+    # Text people read (a company's name, a person's): any script, one line. NFC, so that the same name typed with
+    # combining accents (NFD, as some Vietnamese keyboards send it) is stored once. Each target encodes it
+    # (components/ldap.py ldif_line, dn_value) or refuses what it cannot carry.
+    value = unicodedata.normalize("NFC", value)
+    if not value.strip():
+        raise ValueError("must not be empty; it is text people read, e.g. Công ty Cổ phần FPT Smart Cloud, Inc. or 阿里云计算有限公司")
+    if not value.isprintable():
+        raise ValueError(
+            "must be one line of printable text in any language (no newline, tab, control, invisible or Unicode separator "
+            "characters other than the space)"
+        )
+    if len(value) > HUMAN_TEXT_MAX:
+        raise ValueError(f"must be at most {HUMAN_TEXT_MAX} characters")
     return value
 
 
@@ -320,6 +335,8 @@ AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path), allowed("an 
 SafePath = Annotated[str, AfterValidator(_check_safe_path), allowed("an absolute path of letters, digits and _ @ % + = : , . / -")]
 MountOption = Annotated[str, AfterValidator(_check_mount_option), allowed("mount options: letters, digits and _ @ % + = : , . / -")]
 ConfLine = Annotated[str, AfterValidator(_check_line), allowed("one line of printable ASCII")]
+# Text for people (names, descriptions): any language, one line; encoded where it lands.
+HumanText = Annotated[str, AfterValidator(_human_text), allowed("one line of text in any language")]
 MountPath = Annotated[
     str, AfterValidator(_check_mount_path), allowed("an absolute path, not / and not under a system directory (/etc, /usr, /proc, ...)")
 ]
@@ -376,6 +393,27 @@ class Problem:
     path: tuple[Any, ...]  # camelCase keys and list indices
     message: str
     value: Any = None
+    fix: tuple[Any, ...] = ()  # values that, set at `path`, fix it (alternatives): shown as config lines
+
+
+def escaped(text: str) -> str:
+    """Printable ASCII as is; anything else (invisible, confusable, non-ASCII) as an escape."""
+    return "".join(c if " " <= c <= "~" else json.dumps(c)[1:-1] for c in text)
+
+
+def key_path(loc: tuple[Any, ...]) -> str:
+    """A key path as written after `slurm-platform:` and in `pulumi config set --path`: a.b[0]["dotted.key"]."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (the key)"
+        elif path:
+            path += f".{escaped(str(part))}" if re.fullmatch(r"[A-Za-z0-9_-]+", str(part)) else f"[{json.dumps(str(part))}]"
+        else:
+            path = escaped(str(part))
+    return path
 
 
 def duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
@@ -385,6 +423,22 @@ def duplicates(values: list[Any]) -> Iterator[tuple[int, Any]]:
         if value in seen:
             yield index, value
         seen.add(value)
+
+
+def _folded(text: str) -> str:
+    return re.sub(r"[\s_-]+", "", text.casefold())
+
+
+def closest(value: str, allowed: list[str]) -> list[str]:
+    """The allowed value `value` was meant to be: the same but for case and separators (alibaba-nas), the one it
+    abbreviates or spells out (production), or a close spelling (alibab); none when it is not clear."""
+    folded = {_folded(a): a for a in allowed}
+    if _folded(value) in folded:
+        return [folded[_folded(value)]]
+    prefixed = [a for f, a in folded.items() if f and _folded(value) and (f.startswith(_folded(value)) or _folded(value).startswith(f))]
+    if len(prefixed) == 1:
+        return prefixed
+    return difflib.get_close_matches(value, allowed, n=1, cutoff=0.6)
 
 
 def gib_text(amount: Decimal) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Optional
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from .fields import DnsSubdomain, ImageReference, Model, Quantity, _check_ldif_value
+from .fields import DnsSubdomain, HumanText, ImageReference, Model, Quantity
+from .tenants import PosixName
 
 # ---------------------------------------------------------------------------
 # LDAP
@@ -35,14 +36,21 @@ class LdapConfig(Model):
         "docker.io/bitnamilegacy/openldap:2.6.10",
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
-    # Both end up in the seed LDIF and the client configs: one line, no LDIF or DN syntax.
+    # In the client configs and every DN: strict (an identifier).
     base_dn: str = Field(
         "dc=example,dc=org",
         description="The directory's base DN (dc=, o= and ou= parts).",
         pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$",
     )
-    organisation: Annotated[str, AfterValidator(_check_ldif_value)] = Field(
-        "Example Org", description="The organisation name of the base entry (o=)."
+    organisation: HumanText = Field(
+        "Example Org",
+        description="The root entry's o (organizationName), in any language, e.g. Công ty Cổ phần FPT Smart Cloud, Inc. or "
+        "阿里云计算有限公司 (UTF-8 in the directory, base64 in the seed LDIF).",
+    )
+    display_names: dict[PosixName, HumanText] = Field(
+        default_factory=dict,
+        description="Full names of the tenants' users, in any language, e.g. {alice: Nguyễn Văn An}: their LDAP cn and "
+        "displayName, the name field of getent passwd through sssd and nslcd. Unset: the user name.",
     )
     admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$", description="The directory admin's cn (cn=<name>,<baseDn>).")
     storage_size: Quantity = Field("8Gi", description="Size of the directory's data volume.")

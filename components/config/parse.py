@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
+import shlex
 import typing
 import unicodedata
 from collections.abc import Mapping
@@ -12,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ValidationError
 
-from .fields import PROJECT
+from .cloud import resolve_cloud
+from .fields import PROJECT, closest, key_path
 from .ldap import REMOVED_KEYS
 from .platform import PlatformConfig
 from .rules import cross_field_problems
@@ -26,11 +29,6 @@ SHOWN_VALUE_MAX = 80
 SECRET_SHOWN = "[secret]"
 
 
-def _escaped(text: str) -> str:
-    """Printable ASCII as is; anything else (invisible, confusable, non-ASCII) as an escape."""
-    return "".join(c if " " <= c <= "~" else json.dumps(c)[1:-1] for c in text)
-
-
 def _shown(value: Any) -> str:
     if isinstance(value, (dict, Mapping)):
         return "{...}"
@@ -41,24 +39,31 @@ def _shown(value: Any) -> str:
 
 
 def _key_path(loc: tuple[Any, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part == "[key]":
-            path += " (the key)"
-        elif path:
-            path += f".{_escaped(str(part))}" if re.fullmatch(r"[A-Za-z0-9_-]+", str(part)) else f"[{json.dumps(str(part))}]"
-        else:
-            path = _escaped(str(part))
+    path = key_path(loc)
     return f"{PROJECT}:{path}" if path else PROJECT
 
 
-def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], show_value: bool = True) -> str:
+def _config_line(loc: tuple[Any, ...], value: Any) -> str:
+    """The line that sets `value` at `loc`: a top-level key as Pulumi.<stack>.yaml writes it, a nested one as a command."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(loc) > 1:
+        return f"`pulumi config set --path {shlex.quote(key_path(loc))} {shlex.quote(text)}`"
+    # YAML reads a bare 8, true or no as a number or a boolean: text like that, or with YAML syntax, is quoted.
+    if isinstance(value, str) and (
+        not re.fullmatch(r"[A-Za-z0-9._/-]+", value) or re.fullmatch(r"[0-9.]+|true|false|null|yes|no|on|off", value, re.I)
+    ):
+        text = json.dumps(value, ensure_ascii=False)
+    return f"`{PROJECT}:{loc[0]}: {text}`"
+
+
+def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], show_value: bool = True, fix: tuple[Any, ...] = ()) -> str:
     line = f"{_key_path(loc)}: {message}"
+    secret = bool(loc) and str(loc[0]) in secret_keys
     if show_value:
-        secret = bool(loc) and str(loc[0]) in secret_keys
         line += f"; got {SECRET_SHOWN if secret else _shown(value)}"
+    scalars = [v for v in fix if isinstance(v, (str, int, float))]  # what one config line sets
+    if scalars and not secret:
+        line += "; fix: " + " or ".join(_config_line(loc, v) for v in scalars)
     return line
 
 
@@ -103,7 +108,7 @@ def _unknown_key_message(loc: tuple[Any, ...]) -> str:
     return f"unknown key (allowed: {', '.join(known)})" if known else "unknown key (check the spelling; see config.schema.json)"
 
 
-def _describe(error: Mapping[str, Any], secret_keys: frozenset[str]) -> str:
+def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any]) -> str:
     loc = tuple(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
@@ -120,11 +125,60 @@ def _describe(error: Mapping[str, Any], secret_keys: frozenset[str]) -> str:
             "`pulumi config set --path 'storage.jail.size' 100Gi` or write the YAML in Pulumi.<stack>.yaml"
         )
     ctx = error.get("ctx") or {}
-    if "expected" in ctx:
+    if "expected" in ctx and error["type"] not in ("literal_error", "enum"):  # theirs already list the allowed values
         message += f" (allowed: {ctx['expected']})"
-    elif "pattern" in ctx:
-        message += f" (must match {ctx['pattern']})"
-    return _line(loc, message, value, secret_keys)
+    elif error["type"] in ("bool_parsing", "bool_type"):
+        message += " (allowed: true or false)"
+    return _line(loc, message, value, secret_keys, fix=_fixes(error, raw))
+
+
+# What a value is most often wrong by: case, stray spaces, '_' or spaces for '-'.
+def _near_misses(value: str) -> list[str]:
+    trimmed = value.strip()
+    return [trimmed, trimmed.lower(), re.sub(r"[\s_]+", "-", trimmed.lower())]
+
+
+def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The value that fixes a field error, when one is clear: the allowed value the bad one is closest to,
+    the bound a number crossed, or the bad text with a near miss undone; each tried on the config before it is offered."""
+    loc, value, ctx = tuple(error["loc"]), error.get("input"), error.get("ctx") or {}
+    if "[key]" in loc or not loc:
+        return ()
+    if error["type"] in ("literal_error", "enum"):
+        allowed = [json.loads(f'"{v}"') for v in re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))]
+        candidates = allowed if len(allowed) == 1 else closest(value, allowed) if isinstance(value, str) else []
+    elif error["type"] in ("greater_than_equal", "less_than_equal"):
+        candidates = [ctx.get("ge", ctx.get("le"))]
+    elif error["type"] in ("greater_than", "less_than") and isinstance(value, int):
+        candidates = [ctx["gt"] + 1] if "gt" in ctx else [ctx["lt"] - 1]
+    elif isinstance(value, str):
+        candidates = _near_misses(value)
+    else:
+        candidates = []
+    for candidate in dict.fromkeys(c for c in candidates if c is not None and c != value):
+        if _fixes_it(raw, loc, candidate):
+            return (candidate,)
+    return ()
+
+
+def _fixes_it(raw: Mapping[str, Any], loc: tuple[Any, ...], candidate: Any) -> bool:
+    """Whether the config with `candidate` at `loc` has no error there any more."""
+    tried: Any = copy.deepcopy(dict(raw))
+    node = tried
+    for part in loc[:-1]:
+        if not isinstance(node, (dict, list)) or (isinstance(node, list) and not (isinstance(part, int) and part < len(node))):
+            return False
+        if isinstance(node, dict) and part not in node:
+            return False
+        node = node[part]
+    if not isinstance(node, (dict, list)):
+        return False
+    node[loc[-1]] = candidate
+    try:
+        PlatformConfig.model_validate(tried)
+    except ValidationError as error:
+        return all(tuple(e["loc"])[: len(loc)] != loc for e in error.errors())
+    return True
 
 
 def _fail(lines: list[str]) -> ConfigError:
@@ -139,9 +193,13 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     try:
         config = PlatformConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise _fail([_describe(e, secret_keys) for e in error.errors(include_url=False)]) from None
-    problems = list(cross_field_problems(config))
+        raise _fail([_describe(e, secret_keys, raw) for e in error.errors(include_url=False)]) from None
+    cloud, origin, problems = resolve_cloud(config, "cloud" in raw)
+    if cloud != config.cloud:
+        config = config.model_copy(update={"cloud": cloud})
+    config._cloud_origin = origin
+    problems += cross_field_problems(config)
     if problems:
-        raise _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None) for p in problems])
+        raise _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None, fix=p.fix) for p in problems])
     config._secret_keys = frozenset(secret_keys)
     return config

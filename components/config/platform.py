@@ -8,6 +8,7 @@ import pulumi
 from pydantic import Field, PrivateAttr
 
 from .charts import OperatorsConfig
+from .cloud import DEFAULT_CLOUD, Cloud
 from .cluster import ClusterConfig, KubernetesConfig
 from .fields import Model
 from .ldap import LdapConfig
@@ -33,10 +34,12 @@ class PlatformConfig(Model):
         "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
     )
     region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
-    cloud: Literal["fpt", "alibaba", "aws", "gcp", "azure"] = Field(
-        "fpt",
+    cloud: Cloud = Field(
+        DEFAULT_CLOUD,
         description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "
-        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type).",
+        "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type). "
+        "Unset: inferred where the config leaves no doubt (slurmOperator ack, storage kind alibabaNas, a region "
+        "such as cn-hangzhou or hanoi, a cloud's own load-balancer annotation), else fpt.",
     )
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -88,6 +91,12 @@ class PlatformConfig(Model):
         return self.storage.jail.static_nfs is not None
 
     _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    _cloud_origin: str = PrivateAttr(default="set")
+
+    @property
+    def cloud_origin(self) -> str:
+        """Where `cloud` came from: set, inferred from <keys>, or default (components/config/cloud.py)."""
+        return self._cloud_origin
 
     @property
     def render_only(self) -> bool:

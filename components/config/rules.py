@@ -32,6 +32,10 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from tenant_problems(config)
     yield from network_policy_problems(config)
     ldap = config.ldap
+    seeded = {user for tenant in config.tenants for user in tenant.users}
+    for user in sorted(set(ldap.display_names) - seeded):
+        known = ", ".join(sorted(seeded)) or "none: no tenant lists users"
+        yield Problem(("ldap", "displayNames", user), f"names a user no tenant lists (tenants[].users: {known}); add it to a tenant's users", user)
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
     if ldap.enabled and ldap.tls.enabled and config.render_only:

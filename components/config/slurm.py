@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from slurm_rules import kube_rules
 
 from .ack import AckClusterConfig
+from .cloud import cloud_note
 from .fields import (
     Cidr,
     ConfLine,
@@ -263,7 +264,7 @@ def login_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
     annotations = login_lb_annotations(config)
     for problem in kube_rules.lb_annotation_problems(login.service_annotations, config.cloud):
-        yield Problem((*path, "serviceAnnotations"), problem)
+        yield Problem((*path, "serviceAnnotations"), problem + cloud_note(config))
     if config.environment != "prod" or annotations is None:
         return
     example = kube_rules.private_lb_example(config.cloud)
@@ -274,7 +275,7 @@ def login_problems(config: PlatformConfig) -> Iterator[Problem]:
         yield Problem(
             (*path, "allowedSourceRanges" if always else "serviceType"),
             f"{what if always else 'a production LoadBalancer'} needs allowedSourceRanges "
-            f"or {config.cloud}'s private-LB annotation in serviceAnnotations ({example})",
+            f"or {config.cloud}'s private-LB annotation in serviceAnnotations ({example}){cloud_note(config)}",
             ranges if always else login.service_type,
         )
     if login.node_ports_firewalled:
@@ -287,7 +288,7 @@ def login_problems(config: PlatformConfig) -> Iterator[Problem]:
         )
         closable = ""
     elif not kube_rules.pod_backends(annotations, config.cloud):
-        why = f"{config.cloud}'s load balancer reaches the login pods through node ports"
+        why = f"{config.cloud}'s load balancer reaches the login pods through node ports{cloud_note(config)}"
         direct = kube_rules.POD_BACKEND_ANNOTATIONS.get(config.cloud)
         closable = f" (or let the load balancer reach pods directly: {', '.join(f'{k}: {v}' for k, v in direct.items())})" if direct else ""
     else:

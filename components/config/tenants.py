@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, KubernetesGroup, Model, Problem, duplicates
+from .fields import DnsLabel, KubernetesGroup, Model, Problem, closest, duplicates
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -234,7 +234,10 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                 pool = pools.get(cell.pool)
                 if pool is None or not pool.has_gpu:
                     what = "is not a node pool" if pool is None else "has no GPUs"
-                    yield Problem(("tenants", i, field, j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool)
+                    gpu_pools = [p.name for p in config.gpu_pools]
+                    yield Problem(
+                        ("tenants", i, field, j, "pool"), f"{what} (GPU pools: {gpu_pool_names})", cell.pool, tuple(closest(cell.pool, gpu_pools))
+                    )
                 elif cell.gpus_per_cell > pool.gpus_per_node and cell.gpus_per_cell % pool.gpus_per_node:
                     yield Problem(
                         ("tenants", i, field, j, "gpusPerCell"),

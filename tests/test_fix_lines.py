@@ -1,0 +1,287 @@
+"""Errors that fix themselves: a field error names the line that fixes it where one is clear (the allowed
+value a near miss meant, the bound a number crossed), and that line, pasted, does fix it; the cloud is
+inferred where the config leaves no doubt, and where it does not the error names `slurm-platform:cloud: ...`
+and the keys that pointed where. Walked over every string field of one stack per operator
+(tests/test_injection.py's bases), so a new field is covered without touching this file."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from typing import Any, Optional
+
+import pytest
+import yaml
+
+from components.config import PROJECT, ConfigError, parse_config
+from tests.config_walk import KEY, Loc, locate, string_fields, with_value
+from tests.harness import example_stacks, stack_config
+from tests.test_bad_config import _set
+from tests.test_injection import BASES, base_config
+
+
+def problems_of(raw: dict[str, Any]) -> list[str]:
+    try:
+        parse_config(raw)
+    except ConfigError as error:
+        return [line.strip() for line in str(error).splitlines()[1:]]
+    return []
+
+
+def line_at(raw: dict[str, Any], path: str) -> Optional[str]:
+    return next((line for line in problems_of(raw) if line.startswith(f"{PROJECT}:{path}: ")), None)
+
+
+def _pulumi_path(text: str) -> list[Any]:
+    """`pulumi config set --path` syntax: a.b[0]["dotted.key"]."""
+    parts = re.findall(r'\["((?:[^"\\]|\\.)*)"\]|\[(\d+)\]|([^.\[\]]+)', text)
+    return [quoted if quoted else int(index) if index else name for quoted, index, name in parts]
+
+
+def apply_fix(raw: dict[str, Any], fix: str) -> dict[str, Any]:
+    """`raw` after the fix line: a Pulumi.<stack>.yaml line for a top-level key, else `pulumi config set --path`."""
+    changed = copy.deepcopy(raw)
+    if fix.startswith("pulumi config set --path "):
+        path, value = shlex.split(fix.removeprefix("pulumi config set --path "))
+        node: Any = changed
+        parts = _pulumi_path(path)
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = value
+        return changed
+    (key, value), *_ = yaml.safe_load(fix).items()
+    assert key.startswith(f"{PROJECT}:"), fix
+    changed[key.removeprefix(f"{PROJECT}:")] = value
+    return changed
+
+
+def fixes_in(line: str) -> list[str]:
+    if "; fix: " not in line:
+        return []
+    return re.findall(r"`([^`]+)`", line.split("; fix: ", 1)[1])
+
+
+def path_text(loc: Loc) -> str:
+    from components.config.fields import key_path
+
+    return key_path(loc)
+
+
+# --- one field, a near miss: the line that fixes it --------------------------------------------------
+
+
+def _mistakes() -> list[tuple[str, str, str, str]]:
+    """(base, field, valid value, near miss): every string field the bases hold a value in, written as people
+    mistype it: upper case, an underscore for a dash, a letter short."""
+    found = []
+    for base in BASES:
+        raw = base_config(base)
+        for field in string_fields():
+            if field.hops[-1] == KEY:
+                continue  # a key, not a value: nothing to set it to
+            located = locate(raw, field)
+            if located is None or not isinstance(located[1], str) or not located[1]:
+                continue
+            value = located[1]
+            for miss in dict.fromkeys([value.upper(), value.replace("-", "_"), value[:-1]]):
+                if miss != value:
+                    found.append((base, str(field), value, miss))
+    return found
+
+
+MISTAKES = _mistakes()
+
+
+def test_the_walk_covers_many_fields():
+    assert len({field for _, field, _, _ in MISTAKES}) > 80
+
+
+@pytest.mark.parametrize(("base", "field", "value", "miss"), MISTAKES, ids=[f"{b}:{f}={m}" for b, f, _, m in MISTAKES])
+def test_a_refused_near_miss_says_what_is_allowed_and_its_fix_line_fixes_it(base, field, value, miss):
+    (string_field,) = [f for f in string_fields() if str(f) == field]
+    raw = base_config(base)
+    located = locate(raw, string_field)
+    assert located is not None
+    loc = located[0]
+    wrong = with_value(raw, string_field, miss)
+    line = line_at(wrong, path_text(loc))
+    if line is None:
+        return  # the near miss is a valid value of its own (free text, a path, a label value)
+    fixes = fixes_in(line)
+    if not fixes:
+        # No clear fix: then the line must say what is allowed, not only that it is wrong.
+        assert re.search(r"allowed|must|should|at most|at least|only|e\.g\.|more than|pools: ", line), line
+        return
+    for fix in fixes:
+        fixed = apply_fix(wrong, fix)
+        assert line_at(fixed, path_text(loc)) is None, (fix, line_at(fixed, path_text(loc)))
+
+
+def test_near_misses_of_the_allowed_values_get_their_fix_line():
+    """Not vacuous: the walk's lower-case, dash and literal fields do get fix lines."""
+    fixed = 0
+    for base, field, _, miss in MISTAKES:
+        (string_field,) = [f for f in string_fields() if str(f) == field]
+        raw = base_config(base)
+        located = locate(raw, string_field)
+        assert located is not None
+        line = line_at(with_value(raw, string_field, miss), path_text(located[0]))
+        fixed += bool(line and fixes_in(line))
+    assert fixed > 60, fixed
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "fix"),
+    [
+        ({"cloud": "Alibaba", "region": "lab"}, "cloud", f"{PROJECT}:cloud: alibaba"),
+        ({"cloud": "alibab", "region": "lab"}, "cloud", f"{PROJECT}:cloud: alibaba"),
+        ({"environment": "production"}, "environment", f"{PROJECT}:environment: prod"),
+        ({"region": "Cn-Hangzhou"}, "region", f"{PROJECT}:region: cn-hangzhou"),
+        ({"storage.storageClass.kind": "alibaba-nas"}, "storage.storageClass.kind", "pulumi config set --path storage.storageClass.kind alibabaNas"),
+        ({"slurm.worker.size": -1}, "slurm.worker.size", "pulumi config set --path slurm.worker.size 0"),
+        ({"slurm.login.nodePort": 22}, "slurm.login.nodePort", "pulumi config set --path slurm.login.nodePort 30000"),
+        (
+            {"nodePools[0].taints": [{"key": "gpu", "effect": "noschedule"}]},
+            "nodePools[0].taints[0].effect",
+            "pulumi config set --path 'nodePools[0].taints[0].effect' NoSchedule",
+        ),
+        ({"cluster.name": "FPT_HPC"}, "cluster.name", "pulumi config set --path cluster.name fpt-hpc"),
+    ],
+)
+def test_the_fix_line_is_exact(changes, path, fix):
+    raw = copy.deepcopy(stack_config("dev"))
+    for dotted, value in changes.items():
+        _set(raw, dotted, value)
+    line = line_at(raw, path)
+    assert line is not None and fixes_in(line) == [fix], line
+    assert line_at(apply_fix(raw, fix), path) is None
+
+
+def test_no_fix_line_is_guessed_when_the_value_could_mean_several():
+    line = line_at({**stack_config("dev"), "slurmOperator": "s"}, "slurmOperator")  # soperator or slinky?
+    assert line is not None and "'soperator', 'ack' or 'slinky'" in line and "fix:" not in line
+
+
+def test_a_boolean_says_true_or_false():
+    line = line_at({**stack_config("dev"), "ldap": {"enabled": "enable"}}, "ldap.enabled")
+    assert line is not None and "allowed: true or false" in line
+
+
+def test_a_secret_key_gets_no_fix_line():
+    with pytest.raises(ConfigError) as error:
+        parse_config({**stack_config("dev"), "environment": "Prod"}, frozenset({"environment"}))
+    assert "[secret]" in str(error.value) and "fix:" not in str(error.value)
+
+
+# --- the cloud ---------------------------------------------------------------------------------------
+
+ALIBABA_ADDRESS_TYPE = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"
+OPENSTACK_INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+
+
+def without_cloud(stack: str, **changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(stack_config(stack))
+    raw.pop("cloud", None)
+    for dotted, value in changes.items():
+        _set(raw, dotted.replace("__", "."), value)
+    return raw
+
+
+@pytest.mark.parametrize("stack", [s for s in example_stacks() if "cloud" in stack_config(s)])
+def test_a_stack_that_sets_its_cloud_parses_the_same_without_it(stack):
+    """The example Alibaba stacks say `cloud: alibaba`; the rest of their config already does."""
+    inferred = parse_config(without_cloud(stack))
+    assert inferred.model_dump() == parse_config(stack_config(stack)).model_dump()
+    assert inferred.cloud == "alibaba" and inferred.cloud_origin.startswith("inferred from ") and "region: cn-hangzhou" in inferred.cloud_origin
+
+
+@pytest.mark.parametrize(
+    ("changes", "cloud", "keys"),
+    [
+        ({"region": "cn-hangzhou"}, "alibaba", ["region: cn-hangzhou"]),
+        ({"region": "cn-wuhan-lr"}, "alibaba", ["region: cn-wuhan-lr"]),
+        ({"region": "hcm"}, "fpt", ["region: hcm"]),
+        (
+            {"region": "lab", "storage.storageClass": {"kind": "alibabaNas", "alibabaNas": {"server": "10.0.3.7:/share"}}},
+            "alibaba",
+            ["storage.storageClass.kind: alibabaNas"],
+        ),
+        ({"region": "lab", "slurm.login.serviceAnnotations": {ALIBABA_ADDRESS_TYPE: "intranet"}}, "alibaba", [ALIBABA_ADDRESS_TYPE]),
+        (
+            {"region": "us-east-1", "slurm.login.serviceAnnotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+            "aws",
+            ["aws-load-balancer-internal"],
+        ),
+        # AWS's China regions are not Alibaba's, and a name several clouds use is no signal.
+        ({"region": "cn-north-1"}, "fpt", []),
+        ({"region": "ap-southeast-1"}, "fpt", []),
+    ],
+)
+def test_the_cloud_is_inferred_where_the_config_leaves_no_doubt(changes, cloud, keys):
+    config = parse_config(without_cloud("dev", **changes))
+    assert config.cloud == cloud
+    assert all(key in config.cloud_origin for key in keys) and (config.cloud_origin == "default") == (not keys), config.cloud_origin
+
+
+def test_an_alibaba_stack_that_leaves_cloud_unset_is_checked_as_alibaba():
+    """The issue's case: region cn-hangzhou, alibabaNas and an intranet CLB, told "this stack's cloud is fpt" before."""
+    raw = without_cloud(
+        "prod-hanoi",
+        region="cn-hangzhou",
+        **{"storage.storageClass": {"kind": "alibabaNas", "alibabaNas": {"server": "10.0.3.7:/share"}}},
+    )
+    raw["slurm"]["login"]["serviceAnnotations"] = {ALIBABA_ADDRESS_TYPE: "intranet"}
+    raw["slurm"]["login"]["nodePortsFirewalled"] = True
+    config = parse_config(raw)
+    assert config.cloud == "alibaba"
+
+
+def test_signals_that_disagree_name_each_key_and_each_fix_line():
+    raw = without_cloud("dev")  # region: hanoi
+    raw["slurm"]["login"]["serviceAnnotations"] = {ALIBABA_ADDRESS_TYPE: "intranet"}
+    line = line_at(raw, "cloud")
+    assert line is not None and line.startswith(f"{PROJECT}:cloud: is not set, and the config points to more than one cloud"), line
+    assert "region: hanoi (an FPT Cloud region)" in line and f'slurm.login.serviceAnnotations["{ALIBABA_ADDRESS_TYPE}"]: intranet' in line
+    assert fixes_in(line) == [f"{PROJECT}:cloud: alibaba", f"{PROJECT}:cloud: fpt"]
+    # Either fix keeps the other key's word against the cloud: the error then names that key.
+    assert "region: hanoi" in str(line_at(apply_fix(raw, f"{PROJECT}:cloud: alibaba"), "cloud"))
+    assert ALIBABA_ADDRESS_TYPE in str(line_at(apply_fix(raw, f"{PROJECT}:cloud: fpt"), "cloud"))
+
+
+@pytest.mark.parametrize(
+    ("stack", "cloud", "said"),
+    [
+        ("staging-hangzhou", "fpt", ["slurmOperator: ack", "storage.storageClass.kind: alibabaNas", "region: cn-hangzhou"]),
+        ("prod-hangzhou", "aws", ["storage.storageClass.kind: alibabaNas", ALIBABA_ADDRESS_TYPE, "region: cn-hangzhou"]),
+        ("prod-hanoi", "alibaba", ["region: hanoi"]),
+    ],
+)
+def test_a_cloud_set_against_the_config_names_both_keys_and_the_fix(stack, cloud, said):
+    raw = {**stack_config(stack), "cloud": cloud}
+    (line,) = [line for line in problems_of(raw) if line.startswith(f"{PROJECT}:cloud: is {cloud}, but ")]
+    assert all(key in line for key in said) and f'got "{cloud}"' in line, line
+    (fix,) = fixes_in(line)
+    assert fix != f"{PROJECT}:cloud: {cloud}" and fix.startswith(f"{PROJECT}:cloud: ")
+    # Explicit stays authoritative: the fix it names is the cloud the other keys agree on, and it passes.
+    assert not [line for line in problems_of(apply_fix(raw, fix)) if line.startswith(f"{PROJECT}:cloud:")]
+
+
+def test_a_defaulted_cloud_says_so_where_a_message_depends_on_it():
+    """No key names a cloud: fpt, and a message that depends on it says how to set another."""
+    raw = without_cloud("prod-hanoi", region="lab")
+    raw["slurm"]["login"]["serviceAnnotations"] = {}
+    raw["slurm"]["login"]["allowedSourceRanges"] = []
+    lines = [line for line in problems_of(raw) if "private-LB annotation" in line]
+    assert lines, problems_of(raw)
+    assert f"{PROJECT}:cloud is unset and no key names a cloud, so fpt; on another cloud, set `{PROJECT}:cloud: alibaba`" in lines[0]
+    # Set, the cloud is the stack's word: no note.
+    raw["cloud"] = "fpt"
+    assert all("is unset" not in line for line in problems_of(raw))
+
+
+def test_an_inferred_cloud_says_from_what_where_a_message_depends_on_it():
+    raw = without_cloud("dev")  # region: hanoi, fpt
+    raw["slurm"]["login"]["serviceAnnotations"] = {OPENSTACK_INTERNAL: "true", "service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
+    lines = problems_of(raw)
+    assert any(line.startswith(f"{PROJECT}:cloud: is not set") for line in lines), lines
