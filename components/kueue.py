@@ -5,8 +5,8 @@ a pool: Slurm's cells (tenants[].cells) on the Slurm workers, Kueue's
 (tenants[].kueueCells) on the pool's other nodes, where no slurmd pod holds the
 GPUs. The fit check places both (components/config/tenants.py), so the guarantees add up.
 
-- a `ResourceFlavor` `<cluster>-<pool>` per GPU pool: the pool's node labels and
-  tolerations, and its `Topology` (the pool's topologyLabels, then
+- a `ResourceFlavor` `<cluster>-<pool>` per GPU pool: the pool's node labels (with its
+  kueueNodeLabels: only the nodes that are not Slurm workers) and tolerations, and its `Topology` (the pool's topologyLabels, then
   kubernetes.io/hostname) for topology-aware scheduling;
 - per tenant with a namespace (`namespace: true`), a `ClusterQueue` `<tenant>` in cohort `<cluster>`: `nvidia.com/gpu`
   `nominalQuota` per flavor is its kueueCells' GPUs on that pool (cpu and memory
@@ -60,7 +60,8 @@ def topology(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
 
 
 def resource_flavor(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeLabels": dict(pool.selector), "topologyName": flavor_name(config, pool)}
+    # Only the pool's Kueue nodes where it has Slurm workers too (kueueNodeLabels): never a slurmd pod's GPUs.
+    spec: dict[str, Any] = {"nodeLabels": {**pool.selector, **pool.kueue_node_labels}, "topologyName": flavor_name(config, pool)}
     if pool.taints:
         spec["tolerations"] = pool_tolerations(pool)
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(config, pool), "labels": LABELS}, "spec": spec}

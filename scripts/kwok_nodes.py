@@ -2,7 +2,9 @@
 
 Every pool of the stack's config (read through the same config model the
 program uses) becomes `nodeCount` Node objects carrying the pool's selector
-labels, taints and per-node allocatable (cpu, memory, GPUs), annotated so the
+labels (and on its nodes beyond `slurmWorkers`, its `kueueNodeLabels`), its topology labels (`topologyLabels`, outermost first: each level
+halves the domain above it, e.g. racks of 2 nodes in blocks of 4), taints and
+per-node allocatable (cpu, memory, GPUs), annotated so the
 kwok controller started by scripts/kube-local.sh manages them. Prints a YAML
 List for `kubectl apply -f -`.
 """
@@ -32,6 +34,12 @@ def node_name(pool: NodePoolConfig, index: int) -> str:
     return f"kwok-{pool.name}-{index}"
 
 
+def topology_domains(pool: NodePoolConfig, index: int) -> dict[str, str]:
+    """Node `index`'s domain at each of the pool's topology levels: the innermost holds 2 nodes, each level above twice as many."""
+    levels = len(pool.topology_labels)
+    return {label: f"{pool.name}-{label.rsplit('/', 1)[-1]}-{index // 2 ** (levels - depth)}" for depth, label in enumerate(pool.topology_labels)}
+
+
 def pool_nodes(pool: NodePoolConfig) -> list[dict[str, Any]]:
     resources = {"cpu": str(pool.cpu_per_node), "memory": str(pool.memory_per_node), "pods": PODS_PER_NODE}
     labels = {**pool.selector, "type": "kwok"}
@@ -43,6 +51,8 @@ def pool_nodes(pool: NodePoolConfig) -> list[dict[str, Any]]:
     nodes = []
     for index in range(pool.node_count):
         name = node_name(pool, index)
+        # The Slurm workers' nodes first, then the Kueue nodes with their labels.
+        kueue_labels = pool.kueue_node_labels if index >= pool.worker_replicas else {}
         spec: dict[str, Any] = {}
         if pool.taints:
             spec["taints"] = [taint.model_dump(exclude_none=True) for taint in pool.taints]
@@ -52,7 +62,13 @@ def pool_nodes(pool: NodePoolConfig) -> list[dict[str, Any]]:
                 "kind": "Node",
                 "metadata": {
                     "name": name,
-                    "labels": {**labels, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+                    "labels": {
+                        **labels,
+                        **kueue_labels,
+                        **topology_domains(pool, index),
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                    },
                     "annotations": dict(KWOK_ANNOTATION),
                 },
                 "spec": spec,

@@ -13,6 +13,8 @@ import pytest
 from components import kueue, operator_charts, tenancy
 from components.charts import KUEUE
 from components.config import ConfigError, parse_config
+from components.slurm import operator_module
+from components.slurm.common import worker_placement
 from components.tenancy import POD_PRIORITY
 from tests.harness import stack_config
 from tests.test_program import run_stack
@@ -45,7 +47,8 @@ def test_a_flavor_and_topology_per_gpu_pool():
     (flavor,) = found["ResourceFlavor"]
     assert flavor["metadata"]["name"] == "fpt-hpc-h100"
     assert flavor["spec"] == {
-        "nodeLabels": {"worker.fptcloud/pool": "gpu-h100"},
+        # The pool's nodes that are not Slurm workers: its kueueNodeLabels.
+        "nodeLabels": {"worker.fptcloud/pool": "gpu-h100", "worker.fptcloud/scheduler": "kueue"},
         "topologyName": "fpt-hpc-h100",
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
@@ -138,6 +141,52 @@ def test_the_fit_check_places_kueue_cells_on_the_nodes_that_are_not_slurm_worker
     raw["operators"]["kueue"] = {"enabled": False}
     with pytest.raises(ConfigError, match=r"tenants\[1\]\.kueueCells: needs operators\.kueue\.enabled: true"):
         parse_config(raw)
+
+
+def test_kueue_and_slurm_never_share_a_node_of_a_pool_they_share():
+    """The flavor selects only the pool's Kueue nodes (kueueNodeLabels) and every operator's Slurm workers keep off them."""
+    config = parse_config(stack_config(STACK))
+    (pool,) = config.gpu_pools
+    (flavor,) = by_kind(config)["ResourceFlavor"]
+    assert pool.kueue_node_labels.items() <= flavor["spec"]["nodeLabels"].items()
+    not_kueue = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "worker.fptcloud/scheduler", "operator": "NotIn", "values": ["kueue"]}]}]}
+    assert worker_placement(config, pool)["affinity"]["nodeAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": not_kueue}
+    (nodeset,) = [r.manifest for r in operator_module(config).render(config) if r.manifest["kind"] == "NodeSet"]
+    assert nodeset["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == not_kueue
+    assert "podAntiAffinity" in nodeset["spec"]["affinity"]  # the tenant pods' anti-affinity stays
+    # Two labels: a Slurm node lacks either (ORed terms), so a node with only one of them stays Slurm's.
+    raw = copy.deepcopy(stack_config(STACK))
+    raw["nodePools"][0]["kueueNodeLabels"] = {"a.example/kueue": "yes", "b.example/group": "k"}
+    terms = worker_placement(parse_config(raw), parse_config(raw).gpu_pools[0])["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert [t["matchExpressions"][0]["key"] for t in terms["nodeSelectorTerms"]] == ["a.example/kueue", "b.example/group"]
+
+
+def test_a_pool_shared_by_slurm_and_kueue_must_label_its_kueue_nodes():
+    raw = copy.deepcopy(stack_config(STACK))
+    del raw["nodePools"][0]["kueueNodeLabels"]
+    with pytest.raises(
+        ConfigError,
+        match=r"slurm-platform:nodePools\[0\]\.kueueNodeLabels: must name the labels of the Kueue nodes of pool 'h100' \(the 1 that are not Slurm workers\).*kueueNodeLabels: \{worker\.fptcloud/scheduler: kueue\}; got",
+    ):
+        parse_config(raw)
+    raw["nodePools"][0]["kueueNodeLabels"] = {"worker.fptcloud/pool": "kueue-h100"}
+    with pytest.raises(
+        ConfigError, match=r"slurm-platform:nodePools\[0\]\.kueueNodeLabels.*contradicts the pool's selector \(worker\.fptcloud/pool: gpu-h100\)"
+    ):
+        parse_config(raw)
+    # A pool without Slurm workers is Kueue's alone: its selector is enough.
+    raw = copy.deepcopy(stack_config(STACK))
+    del raw["nodePools"][0]["kueueNodeLabels"]
+    raw["nodePools"].append(
+        {**raw["nodePools"][0], "name": "kueue-h100", "selector": {"worker.fptcloud/pool": "kueue-h100"}, "slurmWorkers": 0, "nodeCount": 1}
+    )
+    raw["nodePools"][0]["nodeCount"] = 4
+    raw["tenants"][1]["kueueCells"] = [{"pool": "kueue-h100", "gpusPerCell": 8, "cells": 1}]
+    config = parse_config(raw)
+    (flavor,) = [f for f in by_kind(config)["ResourceFlavor"] if f["metadata"]["name"] == "fpt-hpc-kueue-h100"]
+    assert flavor["spec"]["nodeLabels"] == {"worker.fptcloud/pool": "kueue-h100"}
 
 
 def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():

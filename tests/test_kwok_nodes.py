@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ConfigError
+from components.config import ConfigError, parse_config
 from scripts.kwok_nodes import kwok_nodes, stack_config
 from tests.harness import ROOT
 
@@ -31,3 +31,32 @@ def test_an_invalid_stack_file_is_refused_with_the_key_path(tmp_path: Path):
     )
     with pytest.raises(ConfigError, match=r"slurm-platform:nodePools\[0\]\.selector"):
         stack_config(stack_file)
+
+
+def test_nodes_carry_their_pools_topology_labels_in_nested_domains():
+    """Racks of 2 nodes inside blocks of 4 (outermost first), so Kueue's Topology finds real domains."""
+    raw = {
+        "nodePools": [
+            {
+                "name": "h100",
+                "selector": {"pool": "h100"},
+                "cpuPerNode": "112",
+                "memoryPerNode": "1250Gi",
+                "gpusPerNode": 8,
+                "nodeCount": 6,
+                "topologyLabels": ["example.com/block", "example.com/rack"],
+            },
+            {"name": "system", "selector": {"pool": "system"}, "cpuPerNode": "32", "memoryPerNode": "128Gi", "nodeCount": 1},
+        ],
+        "slurm": {"worker": {"size": 6}},
+    }
+    nodes = [n for n in kwok_nodes(parse_config(raw)) if n["metadata"]["labels"]["pool"] == "h100"]
+    domains = [(n["metadata"]["labels"]["example.com/block"], n["metadata"]["labels"]["example.com/rack"]) for n in nodes]
+    assert domains == [
+        ("h100-block-0", "h100-rack-0"),
+        ("h100-block-0", "h100-rack-0"),
+        ("h100-block-0", "h100-rack-1"),
+        ("h100-block-0", "h100-rack-1"),
+        ("h100-block-1", "h100-rack-2"),
+        ("h100-block-1", "h100-rack-2"),
+    ]

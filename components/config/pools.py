@@ -60,6 +60,12 @@ class NodePoolConfig(Model):
         default_factory=list, description="Existing node names to label with `selector` (NodePatch, labels only)."
     )
     karpenter: Optional[KarpenterConfig] = Field(None, description="Provision the pool with a Karpenter NodePool.")
+    kueue_node_labels: dict[QualifiedName, LabelValue] = Field(
+        default_factory=dict,
+        description="Labels on the pool's Kueue nodes (its nodeCount - slurmWorkers nodes that are not Slurm workers, e.g. a node "
+        "group of their own) and on none of its Slurm nodes, e.g. {worker.fptcloud/scheduler: kueue}: Kueue's ResourceFlavor "
+        "selects only those nodes and the Slurm workers never go there. Needed where a pool holds both Slurm workers and kueueCells.",
+    )
     slurm_workers: Optional[int] = Field(
         None,
         ge=0,

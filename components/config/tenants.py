@@ -245,6 +245,25 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                         f"node, or whole nodes (a multiple of {pool.gpus_per_node})",
                         cell.gpus_per_cell,
                     )
+    # Kueue's nodes of a pool it shares with Slurm must be told apart by label: the pool's selector matches
+    # the Slurm workers' nodes too, where Kueue would admit and place jobs on GPUs a slurmd pod needs.
+    kueue_pools = {c.pool for t in tenants for c in t.kueue_cells}
+    for k, pool in enumerate(config.node_pools):
+        if pool.name in kueue_pools and pool.worker_replicas and not pool.kueue_node_labels:
+            yield Problem(
+                ("nodePools", k, "kueueNodeLabels"),
+                f"must name the labels of the Kueue nodes of pool '{pool.name}' (the {pool.node_count - pool.worker_replicas} that are "
+                "not Slurm workers), as kueueCells use it beside Slurm workers: its selector also matches the Slurm nodes; label those "
+                "nodes (e.g. a node group of their own) and set e.g. kueueNodeLabels: {worker.fptcloud/scheduler: kueue}",
+                {},
+            )
+        for key, value in pool.kueue_node_labels.items():
+            if pool.selector.get(key, value) != value:
+                yield Problem(
+                    ("nodePools", k, "kueueNodeLabels", key),
+                    f"contradicts the pool's selector ({key}: {pool.selector[key]}): no node of the pool would carry it; use another key",
+                    value,
+                )
     # Both schedulers' guarantees, each on its own nodes of a pool: Slurm's on its workers (nodeCount unless
     # slurmWorkers says less), Kueue's on the rest, where no slurmd pod holds the GPUs.
     for field, capacity, where in (

@@ -80,11 +80,16 @@ def worker_anti_affinity(config: PlatformConfig) -> dict[str, Any]:
 
 
 def worker_placement(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
-    """A Slurm worker pod's placement on `pool` (PodSpec fields): its nodes, their taints, and no tenant pod beside it."""
+    """A Slurm worker pod's placement on `pool` (PodSpec fields): its nodes (not the pool's Kueue nodes), their taints, and
+    no tenant pod beside it."""
     placement: dict[str, Any] = {"nodeSelector": dict(pool.selector)}
     if pool.taints:
         placement["tolerations"] = pool_tolerations(pool)
     affinity = worker_anti_affinity(config)
+    if pool.kueue_node_labels:
+        # Never on the pool's Kueue nodes: a node lacking any of their labels (terms are ORed).
+        terms = [{"matchExpressions": [{"key": key, "operator": "NotIn", "values": [value]}]} for key, value in pool.kueue_node_labels.items()]
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}, **affinity}
     if affinity:
         placement["affinity"] = affinity
     return placement
