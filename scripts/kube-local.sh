@@ -1,31 +1,38 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on 127.0.0.1 for tests and local trials only:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.33.3, etcd
-# v3.6.16 and kwok v0.8.0 (fake nodes), all built from Go modules (no Docker).
+# v3.6.16, kwok v0.8.0 (fake nodes) and Kueue v0.19.2's controller-manager, all built
+# from Go modules (no Docker).
 #
 #   scripts/kube-local.sh build              build the pinned binaries (once; cached)
 #   scripts/kube-local.sh start [RUN_DIR]    start everything, print the kubeconfig path
-#   scripts/kube-local.sh stop [RUN_DIR]     stop every process by its PID file
+#   scripts/kube-local.sh stop [RUN_DIR]     stop every process by its PID file (Kueue's too)
+#   scripts/kube-local.sh kueue-pki RUN_DIR  Kueue's webhook CA and serving certificate (tests/kube.py)
+#   scripts/kube-local.sh start-kueue RUN_DIR CONFIG   start Kueue's controller with CONFIG
 #   scripts/kube-local.sh ensure [RUN_DIR]   start unless running, print the kubeconfig path
 #   scripts/kube-local.sh kubeconfig [RUN_DIR]
 #   scripts/kube-local.sh bin                the directory of the binaries (kubectl too)
 #   scripts/kube-local.sh charts DIR         the kwok stack's stand-in charts
 #
 # Binaries go to $SLURM_PLATFORM_KUBE (default ~/.cache/slurm-platform/kube),
-# outside the checkout, with one stamp per build step (this script and the
-# step's wrapper module under scripts/kube/ are its inputs) and one progress line
-# per step on stderr. RUN_DIR (default <cache>/run) holds the throwaway PKI, the
-# admin token (random, new on every start), etcd's data, logs, and one PID file
-# per process ("PID STARTTIME": stop kills only the process it started). Every
-# file of a run is private (umask 077: kubeconfig, tokens.csv and keys are 0600).
-# etcd serves TLS only and takes only clients with a certificate of its own CA
-# (the API server's), peers likewise. Every port is a free one on 127.0.0.1,
-# chosen at start; every wait is bounded.
+# outside the checkout, with one stamp per build step (its inputs: the pinned
+# versions, the step's build function and its wrapper module under scripts/kube/,
+# so a change elsewhere in this script rebuilds nothing) and one progress line
+# per step on stderr. Kueue's step also keeps its CRDs and webhook configurations
+# from the same module (kueue/), which tests/kube.py registers before starting it.
+# RUN_DIR (default <cache>/run) holds the throwaway PKI, the admin token (random,
+# new on every start), etcd's data, logs, and one PID file per process ("PID
+# STARTTIME": stop kills only the process it started). Every file of a run is
+# private (umask 077: kubeconfig, tokens.csv and keys are 0600). etcd serves
+# TLS only and takes only clients with a certificate of its own CA (the API
+# server's), peers likewise. Every port is a free one on 127.0.0.1, chosen at
+# start; every wait is bounded.
 set -euo pipefail
 
 KUBE_VERSION=v1.33.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+KUEUE_VERSION=v0.19.2
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self=$here/$(basename "${BASH_SOURCE[0]}")
@@ -42,10 +49,12 @@ die() {
 
 # --- build ------------------------------------------------------------------
 
+# fingerprint NAME MODULE_DIR: what build step NAME builds from.
 fingerprint() {
 	{
-		cat "$self"
-		find "$sources/$1" -type f -print0 | LC_ALL=C sort -z | xargs -0 cat
+		echo "$KUBE_VERSION $ETCD_VERSION $KWOK_VERSION $KUEUE_VERSION $(go env GOVERSION)"
+		declare -f build go_build "build_$1"
+		find "$sources/$2" -type f -print0 | LC_ALL=C sort -z | xargs -0 cat
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -63,17 +72,17 @@ step() {
 	shift 3
 	step_number=$((step_number + 1))
 	stamp=$root/.stamp-$name
-	if [[ -f $stamp && "$(cat "$stamp")" == "$(fingerprint "$module")" ]] && all_exist "$@"; then
+	if [[ -f $stamp && "$(cat "$stamp")" == "$(fingerprint "$name" "$module")" ]] && all_exist "$@"; then
 		return
 	fi
-	log "[$step_number/4] $name (cold build about $expected; log: $logs/$name.log)"
+	log "[$step_number/5] $name (cold build about $expected; log: $logs/$name.log)"
 	rm -f "$stamp"
 	local started=$SECONDS
 	if ! (cd "$sources/$module" && "build_$name") >"$logs/$name.log" 2>&1; then
 		tail -n 30 "$logs/$name.log" >&2
 		die "$name failed; full log: $logs/$name.log"
 	fi
-	fingerprint "$module" >"$stamp"
+	fingerprint "$name" "$module" >"$stamp"
 	echo "$name $((SECONDS - started)) s" >>"$logs/durations"
 }
 
@@ -95,19 +104,33 @@ build_kwok() {
 	"$bin/kwok" --version
 }
 
-# kwok's own stage files (shipped in its module) plus ours (scripts/kube/stages).
+# kwok's own stage files (shipped in its module) plus ours (scripts/kube/stages; our
+# job-pod-complete in place of kwok's pod-complete).
 build_stages() {
 	local kwok_dir stages=$root/stages.yaml file
 	kwok_dir=$(go -C "$sources/kwok" list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 	: >"$stages.tmp"
 	for file in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
 		{ echo "---"; cat "$kwok_dir/kustomize/stage/$file"; } >>"$stages.tmp"
 	done
 	for file in "$sources"/stages/*.yaml; do
 		{ echo "---"; cat "$file"; } >>"$stages.tmp"
 	done
 	mv "$stages.tmp" "$stages"
+}
+
+# Kueue's controller-manager, and from the same module its CRDs and webhook configurations
+# (service-based; tests/kube.py points them at the controller on loopback).
+build_kueue() {
+	local module_dir
+	go_build sigs.k8s.io/kueue/cmd/kueue
+	module_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+	rm -rf "$root/kueue"
+	mkdir -p "$root/kueue/crds"
+	cp "$module_dir"/config/components/crd/bases/*.yaml "$root/kueue/crds/"
+	cp "$module_dir/config/components/webhook/manifests.yaml" "$root/kueue/webhooks.yaml"
+	chmod -R u+w "$root/kueue"
 }
 
 build() {
@@ -120,6 +143,7 @@ build() {
 	step etcd "1 min" etcd "$bin/etcd"
 	step kwok "2 min" kwok "$bin/kwok"
 	step stages "1 s" stages "$root/stages.yaml"
+	step kueue "5-10 min" kueue "$bin/kueue" "$root/kueue/webhooks.yaml"
 }
 
 # --- run --------------------------------------------------------------------
@@ -308,6 +332,37 @@ EOF
 	echo "$run/kubeconfig"
 }
 
+# Kueue's webhook PKI in RUN/kueue, for its internal cert management to adopt: a CA named
+# kueue-ca (the name its rotator checks) and a serving certificate for its Service's DNS name
+# and for 127.0.0.1, where the API server calls it (no ClusterIP routes here). Both outlive
+# the rotator's 90-day renewal lookahead, else it would replace them with DNS-only ones.
+kueue_pki() {
+	local dir=$1/kueue service=$2
+	mkdir -p "$dir/certs"
+	(
+		cd "$dir"
+		openssl genrsa -traditional -out ca.key 2048
+		openssl req -x509 -new -key ca.key -days 365 -subj /O=kueue/CN=kueue-ca \
+			-addext subjectAltName=DNS:kueue-ca -addext basicConstraints=critical,CA:TRUE \
+			-addext keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign -out ca.crt
+		openssl genrsa -traditional -out certs/tls.key 2048
+		openssl req -new -key certs/tls.key -subj "/CN=$service" -out tls.csr
+		printf 'subjectAltName=DNS:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' "$service" >tls.ext
+		openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -extfile tls.ext -out certs/tls.crt
+	) >"$1/logs/kueue-pki.log" 2>&1 || die "Kueue's PKI failed: $1/logs/kueue-pki.log"
+}
+
+# start_kueue RUN CONFIG: Kueue's controller against this API server, with its Configuration CONFIG
+# (webhooks, CRDs and its cert Secret already registered by the caller).
+start_kueue() {
+	local run=$1 config=$2
+	[[ -x $bin/kueue ]] || build
+	! alive "$run/pids/kueue.pid" || die "kueue already runs in $run; stop it first"
+	launch "$run" kueue "$bin/kueue" --config "$config" --kubeconfig "$run/kubeconfig" --zap-log-level 2
+	sleep 1
+	alive "$run/pids/kueue.pid" || die "kueue exited at start: $run/logs/kueue.log"
+}
+
 stop_one() {
 	local pid_file=$1 pid
 	alive "$pid_file" || {
@@ -326,7 +381,7 @@ stop_one() {
 stop() {
 	local run=${1:-$root/run} name
 	[[ -d $run/pids ]] || return 0
-	for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+	for name in kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
 		stop_one "$run/pids/$name.pid"
 	done
 }
@@ -397,5 +452,7 @@ kubeconfig) echo "${2:-$root/run}/kubeconfig" ;;
 # Restart one stopped process of a running control plane (fault tests).
 restart-etcd) start_etcd "${2:?run dir}" ;;
 restart-apiserver) start_apiserver "${2:?run dir}" ;;
-*) die "usage: $0 build | start [RUN_DIR] | stop [RUN_DIR] | ensure [RUN_DIR] | kubeconfig [RUN_DIR] | charts DIR" ;;
+kueue-pki) kueue_pki "${2:?run dir}" "${3:?webhook service DNS name}" ;;
+start-kueue) start_kueue "${2:?run dir}" "${3:?Kueue Configuration file}" ;;
+*) die "usage: $0 build | start [RUN_DIR] | stop [RUN_DIR] | ensure [RUN_DIR] | kubeconfig [RUN_DIR] | charts DIR | kueue-pki RUN_DIR DNS_NAME | start-kueue RUN_DIR CONFIG" ;;
 esac

@@ -6,16 +6,21 @@ and stopped by PID through the script; every wait here is bounded.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from components.config import PlatformConfig
+from components.operator_charts import KUEUE_DEFAULT_CONFIGURATION, kueue_configuration
 from scripts.kwok_nodes import kwok_nodes, stack_config
 from tests.engine import Workspace, new_workspace
 from tests.harness import ROOT
@@ -120,9 +125,9 @@ class LocalCluster:
         force_flag = ["--force-conflicts"] if force else []
         self.kubectl("apply", "--server-side", *force_flag, "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests))
 
-    def add_nodes(self, stack_file: Path) -> list[str]:
-        """kwok nodes for the stack's pools; returns their names once every one is Ready."""
-        nodes = kwok_nodes(stack_config(stack_file))
+    def add_nodes(self, stack: Path | PlatformConfig) -> list[str]:
+        """kwok nodes for the pools of a stack (its file, or its config); returns their names once every one is Ready."""
+        nodes = kwok_nodes(stack if isinstance(stack, PlatformConfig) else stack_config(stack))
         self.apply(nodes)
         names = [node["metadata"]["name"] for node in nodes]
 
@@ -179,3 +184,117 @@ def kwok_workspace(root: Path, cluster: LocalCluster) -> Workspace:
     run_script("charts", str(workspace.project / CHARTS_DIR))
     workspace.env["KUBECONFIG"] = str(cluster.kubeconfig)
     return workspace
+
+
+# --- Kueue's controller on this control plane --------------------------------------------------
+
+# The chart's webhook Service (fullname `kueue`): its DNS name is what Kueue's cert rotator checks.
+KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
+KUEUE_CERT_SECRET = "kueue-webhook-server-cert"
+# The CRDs the chart gives a conversion webhook (the kinds served as v1beta1 and v1beta2 whose
+# versions differ; Kueue's rotator injects its CA into exactly these).
+KUEUE_CONVERTED = ("clusterqueues", "cohorts", "localqueues", "multikueueclusters", "workloads")
+# Kueue's own kinds: their webhooks apply everywhere; the jobs' only where Kueue manages jobs.
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KueueController:
+    """Kueue 0.19.2's controller-manager (built by kube-local.sh) against `cluster`, configured as the chart
+    would configure it for `config`: the Configuration is operator_charts.kueue_configuration's (the chart's
+    managerConfig), with only what a pod gets from its Deployment and Service changed to this machine's
+    loopback: free ports, the cert directory (the chart mounts the cert Secret there), the namespace.
+
+    Webhooks: the API server cannot reach a Service's ClusterIP here, so the chart's webhook configurations
+    and CRD conversion webhooks are registered with `url: https://127.0.0.1:<port>/<path>`. Kueue's internal
+    cert management (the chart's default) stays on: it adopts a CA and serving certificate that
+    kube-local.sh issues for the Service's DNS name and 127.0.0.1, seeded in its Secret as the chart's empty
+    Secret would be filled, and injects that CA into the webhooks itself. Turning it off would need the
+    metrics certificate at /etc/kueue/metrics/certs, a path Kueue does not let one change."""
+
+    def __init__(self, cluster: LocalCluster, config: PlatformConfig):
+        self.cluster = cluster
+        self.namespace = config.operators.kueue.namespace
+        self.dir = cluster.run_dir / "kueue"
+        self.webhook_port, self.health_port, self.metrics_port, self.visibility_port = (free_port() for _ in range(4))
+        self.configuration = {
+            **kueue_configuration(config),
+            "namespace": self.namespace,
+            # In a pod, the leader election lease goes to the pod's namespace; outside one it must be named.
+            "leaderElection": {**KUEUE_DEFAULT_CONFIGURATION["leaderElection"], "resourceNamespace": self.namespace},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
+            "webhook": {"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.dir / "certs")},
+            "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": self.visibility_port},
+        }
+        built = Path(run_script("bin")).parent / "kueue"
+        self.crds = [yaml.safe_load(path.read_text()) for path in sorted((built / "crds").glob("*.yaml"))]
+        self.webhooks = [doc for doc in yaml.safe_load_all((built / "webhooks.yaml").read_text()) if doc]
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}{path}"
+
+    def crd_manifests(self) -> list[dict[str, Any]]:
+        crds = []
+        for crd in self.crds:
+            if crd["spec"]["names"]["plural"] in KUEUE_CONVERTED:
+                crd = {**crd, "spec": {**crd["spec"], "conversion": {
+                    "strategy": "Webhook",
+                    "webhook": {"clientConfig": {"url": self.url("/convert")}, "conversionReviewVersions": ["v1"]},
+                }}}  # fmt: skip
+            crds.append(crd)
+        return crds
+
+    def webhook_manifests(self) -> list[dict[str, Any]]:
+        """The chart's two webhook configurations: its names, `url`s for the Service, and (as the chart does)
+        the config's managedJobsNamespaceSelector on every job framework's webhook."""
+        manifests = []
+        for configuration in self.webhooks:
+            hooks = []
+            for hook in configuration["webhooks"]:
+                hook = {**hook, "clientConfig": {"url": self.url(hook["clientConfig"]["service"]["path"])}}
+                if not any(KUEUE_GROUP in rule["apiGroups"] for rule in hook["rules"]):
+                    hook["namespaceSelector"] = self.configuration["managedJobsNamespaceSelector"]
+                hooks.append(hook)
+            name = f"kueue-{configuration['metadata']['name']}"
+            manifests.append({**configuration, "metadata": {"name": name}, "webhooks": hooks})
+        return manifests
+
+    def start(self) -> None:
+        cluster = self.cluster
+        if cluster.get("namespace", self.namespace) is None:
+            cluster.kubectl("create", "namespace", self.namespace)
+        run_script("kueue-pki", str(cluster.run_dir), f"{KUEUE_WEBHOOK_SERVICE}.{self.namespace}.svc")
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": KUEUE_CERT_SECRET, "namespace": self.namespace},
+            "data": {
+                key: base64.b64encode((self.dir / path).read_bytes()).decode()
+                for key, path in (("ca.crt", "ca.crt"), ("ca.key", "ca.key"), ("tls.crt", "certs/tls.crt"), ("tls.key", "certs/tls.key"))
+            },
+        }
+        cluster.apply([secret, *self.crd_manifests(), *self.webhook_manifests()], force=True)
+        cluster.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *(f"crd/{c['metadata']['name']}" for c in self.crds))
+        config_file = self.dir / "config.json"
+        config_file.write_text(json.dumps(self.configuration, indent=2))
+        run_script("start-kueue", str(cluster.run_dir), str(config_file), timeout=60)
+        # Ready: certificates adopted and injected, webhooks served, controllers started.
+        wait_until("Kueue's controller to be ready", self.ready, timeout=120, interval=1)
+
+    def ready(self) -> bool:
+        if not _alive(self.cluster.pid("kueue")):
+            raise ClusterError(f"Kueue's controller exited:\n{self.log()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return (self.cluster.run_dir / "logs" / "kueue.log").read_text(errors="replace")
