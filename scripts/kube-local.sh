@@ -16,10 +16,11 @@
 #
 # Binaries go to $SLURM_PLATFORM_KUBE (default ~/.cache/slurm-platform/kube),
 # outside the checkout, with one stamp per build step (its inputs: the pinned
-# versions, the step's build function and its wrapper module under scripts/kube/,
-# so a change elsewhere in this script rebuilds nothing) and one progress line
-# per step on stderr. Kueue's step also keeps its CRDs and webhook configurations
-# from the same module (kueue/), which tests/kube.py registers before starting it.
+# versions and Go environment, the step's build function and its wrapper module
+# under scripts/kube/, so a change elsewhere in this script rebuilds nothing) and
+# one progress line per step on stderr. Kueue's step also keeps its CRDs and
+# webhook configurations from the same module (kueue/), which tests/kube.py
+# registers before starting it.
 # RUN_DIR (default <cache>/run) holds the throwaway PKI, the admin token (random,
 # new on every start), etcd's data, logs, and one PID file per process ("PID
 # STARTTIME": stop kills only the process it started). Every file of a run is
@@ -33,6 +34,8 @@ KUBE_VERSION=v1.33.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 KUEUE_VERSION=v0.19.2
+# Every Go step builds with this environment (a build step's stamp covers it).
+GO_ENV=(GOTOOLCHAIN=local CGO_ENABLED=0 "GOFLAGS=-trimpath -buildvcs=false")
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self=$here/$(basename "${BASH_SOURCE[0]}")
@@ -52,8 +55,8 @@ die() {
 # fingerprint NAME MODULE_DIR: what build step NAME builds from.
 fingerprint() {
 	{
-		echo "$KUBE_VERSION $ETCD_VERSION $KWOK_VERSION $KUEUE_VERSION $(go env GOVERSION)"
-		declare -f build go_build "build_$1"
+		echo "$KUBE_VERSION $ETCD_VERSION $KWOK_VERSION $KUEUE_VERSION ${GO_ENV[*]} $(go env GOVERSION)"
+		declare -f go_build "build_$1"
 		find "$sources/$2" -type f -print0 | LC_ALL=C sort -z | xargs -0 cat
 	} | sha256sum | cut -d' ' -f1
 }
@@ -138,12 +141,12 @@ build() {
 	mkdir -p "$bin" "$logs"
 	exec 9>"$root/.lock"
 	flock 9
-	export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
+	export "${GO_ENV[@]}"
 	step control_plane "4-8 min" control-plane "$bin/kube-apiserver" "$bin/kube-controller-manager" "$bin/kube-scheduler" "$bin/kubectl"
 	step etcd "1 min" etcd "$bin/etcd"
 	step kwok "2 min" kwok "$bin/kwok"
 	step stages "1 s" stages "$root/stages.yaml"
-	step kueue "5-10 min" kueue "$bin/kueue" "$root/kueue/webhooks.yaml"
+	step kueue "11 min" kueue "$bin/kueue" "$root/kueue/webhooks.yaml"
 }
 
 # --- run --------------------------------------------------------------------
