@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from slurm_rules.slurm_release import unknown_release
+
 from .charts import chart_problems
 from .fields import Problem, gib_text, plain_number, quantity_value
 from .network import network_policy_problems
@@ -23,6 +25,7 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from node_pool_problems(config)
     yield from chart_problems(config)
     yield from settings_of(config).problems(config)
+    yield from _slurm_release_problems(config)
     yield from partition_problems(config)
     yield from storage_problems(config)
     yield from _scheduling_problems(config)
@@ -63,6 +66,18 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
             "set slurm.populateJail.wipeExistingJailIntended: true if that is intended",
             True,
         )
+
+
+def _slurm_release_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """The Slurm release of the images must be one the program renders for (slurm_rules/slurm_release.py)."""
+    path, text = settings_of(config).slurm_release_source(config)
+    try:
+        release = config.slurm_release
+    except ValueError as error:
+        yield Problem(path, f"{error}; use the image's upstream tag", text)
+        return
+    if reason := unknown_release(release):
+        yield Problem(path, reason, text)
 
 
 def _adoption_problems(config: PlatformConfig) -> Iterator[Problem]:

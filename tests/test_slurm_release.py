@@ -1,0 +1,116 @@
+"""The Slurm release a stack deploys: read from the image tag the program pins or the config names."""
+
+import copy
+
+import pytest
+from slurm_rules.slurm_release import RELEASES, unknown_release
+
+from components.config import ConfigError, parse_config
+from components.slurm import slinky, soperator1, soperator4
+from components.slurm.release import SlurmRelease, deployed_release, release_in_image_tag
+from tests.harness import stack_config
+
+
+@pytest.mark.parametrize(
+    "text,release",
+    [("24.11", SlurmRelease(24, 11)), ("24.11.5", SlurmRelease(24, 11)), ("22.05.8", SlurmRelease(22, 5)), (" 26.05 ", SlurmRelease(26, 5))],
+)
+def test_a_release_parses_from_major_or_full_version_and_prints_its_major(text, release):
+    assert SlurmRelease.parse(text) == release
+    assert str(release) == text.strip()[:5]
+
+
+@pytest.mark.parametrize("text", ["24", "24.1", "v24.11", "24.11.", "24.13", "24.00", "2024.11", "24.11-1"])
+def test_text_that_is_no_release_is_refused(text):
+    with pytest.raises(ValueError, match="is not a Slurm release: YY.MM"):
+        SlurmRelease.parse(text)
+
+
+def test_releases_order_by_year_then_month():
+    assert SlurmRelease.parse("22.05") < SlurmRelease.parse("23.02") < SlurmRelease.parse("23.11") < SlurmRelease.parse("24.05")
+    assert list(RELEASES) == sorted(RELEASES) and len(set(RELEASES)) == len(RELEASES)
+
+
+@pytest.mark.parametrize(
+    "tag,release",
+    [
+        ("1.14.10-jammy-slurm24.05.2", "24.05"),
+        ("4.1.7-slurm25.11.3", "25.11"),
+        ("26.05-ubuntu26.04", "26.05"),
+        ("25.11.2-rockylinux9", "25.11"),
+        ("1.15.0-noble-slurm24.11", "24.11"),
+        ("23.02", "23.02"),
+    ],
+)
+def test_the_release_is_read_from_each_tag_form(tag, release):
+    assert release_in_image_tag(tag) == SlurmRelease.parse(release)
+
+
+@pytest.mark.parametrize("tag", ["latest", "1.14.10-jammy", "4.1.7", "slurm", "1.14.10-jammy-slurm24.13.1", "v26.05-ubuntu", "ubuntu26.04"])
+def test_a_tag_naming_no_release_is_an_error_that_shows_the_forms(tag):
+    with pytest.raises(ValueError, match=r"names no Slurm release: expected soperator's .*4\.1\.7-slurm25\.11\.3.*26\.05-ubuntu26\.04"):
+        release_in_image_tag(tag)
+
+
+def test_the_pinned_tags_name_the_releases_the_issue_lists():
+    assert release_in_image_tag(soperator1.IMAGE_TAG) == SlurmRelease(24, 5)
+    assert release_in_image_tag(soperator4.IMAGE_TAG) == SlurmRelease(25, 11)
+
+
+def ack_stack(**ack):
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["slurm"]["ack"].update(ack)
+    return raw
+
+
+@pytest.mark.parametrize(
+    "raw,release",
+    [
+        ({}, "24.05"),
+        ({"operators": {"soperator": {"version": "4.1.7"}}}, "25.11"),
+        ({"slurm": {"images": {"tag": "1.14.10-jammy-slurm24.11.6"}}}, "24.11"),
+        ({"slurmOperator": "slinky"}, "26.05"),
+        ({"slurmOperator": "slinky", "slurm": {"slinky": {"tag": "25.11-ubuntu24.04"}}}, "25.11"),
+    ],
+)
+def test_the_deployed_release_follows_the_operator_and_its_tag(raw, release):
+    assert deployed_release(parse_config(raw)) == SlurmRelease.parse(release)
+
+
+def test_acks_release_is_configured_and_defaults_to_the_guides_image():
+    assert deployed_release(parse_config(ack_stack())) == SlurmRelease(23, 2)
+    assert deployed_release(parse_config(ack_stack(slurmRelease="24.11.5"))) == SlurmRelease(24, 11)
+
+
+@pytest.mark.parametrize(
+    "raw,key,reason",
+    [
+        ({"slurm": {"images": {"tag": "my-build-7"}}}, "slurm.images.tag", "names no Slurm release"),
+        ({"slurm": {"images": {"tag": "1.14.10-jammy-slurm27.05.1"}}}, "slurm.images.tag", "not 27.05: add it to slurm_rules/slurm_release.py"),
+        ({"slurmOperator": "slinky", "slurm": {"slinky": {"tag": "latest"}}}, "slurm.slinky.tag", "names no Slurm release"),
+        ({"slurmOperator": "slinky", "slurm": {"slinky": {"tag": "21.08-ubuntu"}}}, "slurm.slinky.tag", "not 21.08"),
+    ],
+)
+def test_a_tag_the_program_cannot_render_for_is_refused_by_key_path(raw, key, reason):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    line = next(line for line in str(caught.value).splitlines() if key in line)
+    assert reason in line
+
+
+@pytest.mark.parametrize("value,reason", [("23.06", "is not a Slurm release (releases: 22.05, 23.02"), ("2023.06", "YY.MM"), ("27.05", "not 27.05")])
+def test_acks_release_must_be_a_slurm_release_the_program_knows(value, reason):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(ack_stack(slurmRelease=value))
+    line = next(line for line in str(caught.value).splitlines() if "slurm.ack.slurmRelease" in line)
+    assert reason in line
+
+
+def test_every_known_release_is_known_and_its_neighbours_are_not():
+    assert all(unknown_release(release) is None for release in RELEASES)
+    assert unknown_release(SlurmRelease(23, 6)) and unknown_release(SlurmRelease(21, 8)) and unknown_release(SlurmRelease(27, 5))
+
+
+def test_slinky_renders_the_tag_it_reads_the_release_from():
+    config = parse_config({"slurmOperator": "slinky"})
+    assert slinky.image(config, "slurmd").endswith(":26.05-ubuntu26.04")
