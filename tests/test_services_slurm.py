@@ -20,10 +20,12 @@ from tests.services import (
     Soperator4Lab,
     config_complaints,
     etc_digest,
+    for_this_machine,
     for_this_slurm,
     gpu_device_nodes,
     lab_base,
     reservation_fields,
+    slurm_version,
     soperator4_lab,
     tenants_job,
     wait_for,
@@ -189,12 +191,14 @@ def test_experiment_6_more_nodes_than_the_partition_is_refused_and_a_range_start
 
 
 def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_with_cloud_nodes(lab):
-    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes.
-    config = parse_config(stack_config("staging-hangzhou"))
+    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes, rendered for the
+    # Slurm installed here (slurm.ack.slurmRelease) and run verbatim: only hosts and paths are mapped to this machine.
+    raw = stack_config("staging-hangzhou")
+    config = parse_config({**raw, "slurm": {**raw["slurm"], "ack": {**raw["slurm"]["ack"], "slurmRelease": slurm_version()}}})
     hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
     paths = {"/var/spool/slurmctld": lab.dir("ack-state", "slurm"), "/var/spool/slurmd": lab.dir("ack-slurmd")}
-    conf = for_this_slurm(ack.slurm_conf(config), hosts, paths, source="ACK slurm.conf")
-    process = lab.slurmctld(conf, for_this_slurm(ack.gres_conf(config), source="ACK gres.conf"), name="ack")
+    conf = for_this_machine(ack.slurm_conf(config), hosts, paths)
+    process = lab.slurmctld(conf, ack.gres_conf(config), name="ack")
     log = lab.log("slurmctld-ack")
     assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
     # Every worker the copilot may create is in the partition (22.05 hides powered-down CLOUD nodes from `show node`).

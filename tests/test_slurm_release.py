@@ -3,10 +3,11 @@
 import copy
 
 import pytest
+from slurm_rules import confinement, slurm_options
 from slurm_rules.slurm_release import RELEASES, unknown_release
 
 from components.config import ConfigError, parse_config
-from components.slurm import slinky, soperator1, soperator4
+from components.slurm import ack, slinky, soperator1, soperator4
 from components.slurm.release import SlurmRelease, deployed_release, release_in_image_tag
 from tests.harness import stack_config
 
@@ -114,3 +115,104 @@ def test_every_known_release_is_known_and_its_neighbours_are_not():
 def test_slinky_renders_the_tag_it_reads_the_release_from():
     config = parse_config({"slurmOperator": "slinky"})
     assert slinky.image(config, "slurmd").endswith(":26.05-ubuntu26.04")
+
+
+# --- what each release takes (slurm_rules/slurm_options.py) and what the renders write for it ---------------------
+
+
+def line_gates(text: str, release: SlurmRelease, file: str = "slurm.conf") -> list[str]:
+    return [f"{line}: {reason}" for line in text.splitlines() if (reason := slurm_options.line_objection(release, file, line))]
+
+
+@pytest.mark.parametrize("release", [str(r) for r in RELEASES])
+def test_acks_slurm_conf_gres_conf_and_cgroup_conf_are_taken_verbatim_by_the_release_they_are_for(release):
+    for version in ("v1", "v2"):
+        raw = ack_stack(slurmRelease=release)
+        raw["slurm"].setdefault("worker", {})["cgroupVersion"] = version
+        config = parse_config(raw)
+        data = ack.slurm_conf_config_map(config)["data"]
+        target = SlurmRelease.parse(release)
+        assert line_gates(data["slurm.conf"], target) == []
+        assert line_gates(data["gres.conf"], target, "gres.conf") == []
+        assert [line for line in data["cgroup.conf"].splitlines() if not slurm_options.accepts(target, "cgroup.conf", *line.split("=", 1))] == []
+
+
+def test_acks_cloud_node_lines_follow_the_release():
+    def lines(release):
+        return ack.slurm_conf(parse_config(ack_stack(slurmRelease=release))).splitlines()
+
+    assert "CommunicationParameters=NoAddrCache" in lines("22.05") and "ReconfigFlags=KeepPowerSaveSettings" not in lines("22.05")
+    assert "CommunicationParameters=NoAddrCache" in lines("23.02") and "ReconfigFlags=KeepPowerSaveSettings" in lines("23.02")
+    for release in ("23.11", "24.11", "26.05"):
+        assert "CommunicationParameters=NoAddrCache" not in lines(release) and "ReconfigFlags=KeepPowerSaveSettings" in lines(release)
+
+
+@pytest.mark.parametrize("release,plugin", [("22.05", "nvml"), ("24.05", "nvml"), ("24.11", "nvidia"), ("26.05", "nvidia")])
+def test_gpu_autodetect_is_the_plugin_the_release_has(release, plugin):
+    raw = ack_stack(slurmRelease=release)
+    raw["slurm"]["ack"]["autoscaling"] = {"enabled": False}
+    assert ack.gres_conf(parse_config(raw)) == f"AutoDetect={plugin}\n"
+    slinky_config = parse_config({"slurmOperator": "slinky", "slurm": {"slinky": {"tag": f"{release}-ubuntu24.04"}}})
+    assert slinky.config_files(slinky_config)["data"]["gres.conf"] == f"AutoDetect={plugin}\n"
+
+
+def test_enable_controllers_is_rendered_where_the_release_knows_it():
+    def cgroup(release):
+        return confinement.cgroup_conf("v2", SlurmRelease.parse(release))
+
+    assert "EnableControllers=yes" not in cgroup("22.05") and "IgnoreSystemd=yes" in cgroup("22.05")
+    assert "EnableControllers=yes" in cgroup("23.02")
+    assert confinement.cgroup_conf_gaps(cgroup("22.05")) == []
+
+
+def test_a_render_naming_an_option_no_release_knows_is_a_program_error():
+    with pytest.raises(ValueError, match="EnableControlers is no cgroup.conf option"):
+        slurm_options.rendered(SlurmRelease(24, 11), "cgroup.conf", ["EnableControlers=yes"])
+
+
+@pytest.mark.parametrize(
+    "line,release,reason",
+    [
+        ("CommunicationParameters=NoAddrCache", "24.11", "Slurm 24.11 calls defunct CommunicationParameters=NoAddrCache (since 23.11)"),
+        ("CommunicationParameters=block_null_hash,NoAddrCache", "23.11", "calls defunct CommunicationParameters=NoAddrCache"),
+        ("ReconfigFlags=KeepPowerSaveSettings", "22.05", "Slurm 22.05 does not know ReconfigFlags=KeepPowerSaveSettings (new in 23.02)"),
+        ("PrologTimeout=60", "24.11", "does not know PrologTimeout (new in 25.05)"),
+        ("FastSchedule=1", "23.02", "has removed FastSchedule"),
+        ("PowerPlugin=power/none", "24.05", "calls defunct PowerPlugin (since 24.05)"),
+        ("SelectType=select/cons_res", "24.11", "has removed SelectType=select/cons_res (since 23.11); use select/cons_tres"),
+        ("SchedulerParamters=bf_continue", "26.05", "SchedulerParamters is not a slurm.conf option of any Slurm release"),
+        ("PartitionName=x Nodes=ALL PowerDownOnIdle=YES", "22.05", "does not know PowerDownOnIdle (new in 23.02)"),
+    ],
+)
+def test_extra_slurm_conf_the_release_does_not_take_is_refused_naming_key_line_release_and_fix(line, release, reason):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(ack_stack(slurmRelease=release, extraSlurmConf=["SchedulerParameters=bf_continue", line]))
+    message = next(m for m in str(caught.value).splitlines() if "slurm.ack.extraSlurmConf[1]" in m)
+    assert reason in message and f"slurm.ack.slurmRelease: {release}" in message and line in message, message
+
+
+@pytest.mark.parametrize(
+    "line,release",
+    [
+        ("CommunicationParameters=NoAddrCache", "23.02"),
+        ("ReconfigFlags=KeepPowerSaveSettings", "23.02"),
+        ("PrologTimeout=60", "25.05"),
+        ("NodeName=extra[0-1] CPUs=4 State=CLOUD", "22.05"),
+        ("schedulerparameters=bf_continue", "26.05"),
+    ],
+)
+def test_extra_slurm_conf_the_release_takes_passes(line, release):
+    parse_config(ack_stack(slurmRelease=release, extraSlurmConf=[line]))
+
+
+def test_partition_options_are_checked_against_every_operators_release():
+    raw = {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "main", "config": "State=UP Toplogy=x"}]}}
+    with pytest.raises(
+        ConfigError, match=r"slurm.partitions\[0\].config: Toplogy is not a PartitionName option.*slurm.images.tag: 4.1.7-slurm25.11.3"
+    ):
+        parse_config(raw)
+    raw["slurm"]["partitions"][0]["config"] = "State=UP Topology=x"  # 25.05 and later
+    parse_config(raw)
+    raw["slurm"]["images"] = {"tag": "4.1.7-slurm24.11.6"}
+    with pytest.raises(ConfigError, match=r"slurm.partitions\[0\].config: Slurm 24.11 does not know Topology \(new in 25.05\)"):
+        parse_config(raw)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from slurm_rules import confinement
+from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
@@ -113,7 +113,10 @@ def config_files(config: PlatformConfig) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(config, names(config)["config"]),
-        "data": {"gres.conf": "AutoDetect=nvidia\n", "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version)},
+        "data": {
+            "gres.conf": f"AutoDetect={slurm_options.gpu_autodetect(config.slurm_release)}\n",
+            "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version, config.slurm_release),
+        },
     }
 
 
