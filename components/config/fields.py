@@ -356,6 +356,8 @@ ImageTag = Annotated[str, AfterValidator(_check_tag), allowed("an image tag: let
 SlurmReleaseText = Annotated[
     str, AfterValidator(_check_slurm_release), allowed("a Slurm release the program knows, YY.MM or YY.MM.P (22.05 ... 26.05)")
 ]
+# A Slurm GRES type as the renders write it (gpu:<type>:<n>): lower-case letters and digits.
+GpuType = Annotated[str, Field(pattern=r"^[a-z0-9]{1,32}$"), allowed("a GRES type: 1 to 32 lower-case letters and digits")]
 InterfaceName = Annotated[str, AfterValidator(_check_interface_name), allowed("a network interface name: at most 15 characters, no / or spaces")]
 KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group), allowed("a group as the authenticator names it, not a system: group")]
 Port = Annotated[int, Field(ge=1, le=65535)]

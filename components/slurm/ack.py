@@ -42,6 +42,7 @@ from .common import (
     awaits_address,
     container_resources,
     gpu_resources,
+    gres_gpus,
     ldap_ca_files,
     no_live_login,
     no_removed_workers_warning,
@@ -134,7 +135,7 @@ def node_lines(config: PlatformConfig) -> list[str]:
     for pool in config.gpu_pools:
         lines.append(f"NodeSet={pool.name} Feature={pool.name}")
         if autoscaling.enabled:
-            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres=gpu:{pool.gpus_per_node}"
+            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres={gres_gpus(pool)}"
             nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
             lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
     return lines
@@ -209,7 +210,8 @@ def gres_conf(config: PlatformConfig) -> str:
     lines = []
     for pool in config.gpu_pools:
         devices = "/dev/nvidia0" if pool.gpus_per_node == 1 else f"/dev/nvidia[0-{pool.gpus_per_node - 1}]"
-        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu File={devices}")
+        gpu_type = f" Type={pool.slurm_gpu_type}" if pool.slurm_gpu_type else ""
+        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu{gpu_type} File={devices}")
     return "\n".join(lines) + "\n"
 
 

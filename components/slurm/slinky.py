@@ -23,6 +23,7 @@ from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     container_resources,
     gpu_resources,
+    gres_gpus,
     ldap_ca_files,
     login_service_spec,
     no_live_login,
@@ -163,7 +164,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": pool.worker_replicas,
             # Registered with its GPUs from the start (upstream #191: Gres=(null) otherwise).
-            "extraConf": f"Gres=gpu:{pool.gpus_per_node}",
+            "extraConf": f"Gres={gres_gpus(pool)}",
             "partition": {"enabled": False},
             "slurmd": slurmd,
             "template": {"spec": pod_spec(config, pod)},
