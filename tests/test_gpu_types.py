@@ -1,4 +1,4 @@
-"""Typed GPUs: each pool's Slurm GRES type, right by construction (README "Typed GPUs")."""
+"""Typed GPUs: each pool's Slurm GRES type, right by construction (docs/operators.md, "Typed GPUs")."""
 
 from __future__ import annotations
 

@@ -376,7 +376,7 @@ def typed_job(lab: SlurmLab, name: str, command: str, *args: str, check: bool = 
 def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_against_the_gpu_limit(lab):
     """ACK's render for the Slurm installed here, its GPU pool at two GPUs per node: the CLOUD node line's
     `Gres=gpu:<type>:2`, gres.conf's `Type=<type>` with the fake GPUs listed by `File=` (no GPU here: AutoDetect
-    needs a driver, README "What only a GPU host proves"), and the accounted TRES the tenants' limits read."""
+    needs a driver, docs/operators.md, "What only a GPU host proves"), and the accounted TRES the tenants' limits read."""
     raw = copy.deepcopy(stack_config("staging-hangzhou"))
     raw["slurm"]["ack"]["slurmRelease"] = slurm_version()
     next(p for p in raw["nodePools"] if p.get("gpusPerNode"))["gpusPerNode"] = 2
