@@ -415,10 +415,11 @@ def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_ag
         shown = lab.scontrol(name, "-o", "show", "job", running).stdout
         assert "gres/gpu=1" in shown and f"gres/gpu:{gpu_type}=1" in shown, shown
         waiting = [typed_job(lab, name, "sbatch", gres, "--wrap", "true").stdout.strip() for gres in ("--gres=gpu:1", f"--gres=gpu:{gpu_type}:1")]
-        for job in waiting:
-            wait_for(
-                lambda job=job: "Reason=AssocGrpGRES" in lab.scontrol(name, "-o", "show", "job", job).stdout, f"job {job} held by the GPU limit", 20
-            )
+
+        def held() -> bool:
+            return all("Reason=AssocGrpGRES" in lab.scontrol(name, "-o", "show", "job", job).stdout for job in waiting)
+
+        wait_for(held, f"jobs {waiting} held by the GPU limit", 20)
         lab.run("env", f"SLURM_CONF={lab.root}/etc-slurm-{name}/slurm.conf", "scancel", running, *waiting)
     finally:
         lab.stop(f"slurmd-{name}-0")

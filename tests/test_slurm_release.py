@@ -1,6 +1,7 @@
 """The Slurm release a stack deploys: read from the image tag the program pins or the config names."""
 
 import copy
+from typing import Any
 
 import pytest
 from slurm_rules import confinement, slurm_options
@@ -120,7 +121,7 @@ def test_slinky_renders_the_tag_it_reads_the_release_from():
 # --- what each release takes (slurm_rules/slurm_options.py) and what the renders write for it ---------------------
 
 
-def line_gates(text: str, release: SlurmRelease, file: str = "slurm.conf") -> list[str]:
+def line_gates(text: str, release: SlurmRelease, file: slurm_options.File = "slurm.conf") -> list[str]:
     return [f"{line}: {reason}" for line in text.splitlines() if (reason := slurm_options.line_objection(release, file, line))]
 
 
@@ -206,7 +207,10 @@ def test_extra_slurm_conf_the_release_takes_passes(line, release):
 
 
 def test_partition_options_are_checked_against_every_operators_release():
-    raw = {"operators": {"soperator": {"version": "4.1.7"}}, "slurm": {"partitions": [{"name": "main", "config": "State=UP Toplogy=x"}]}}
+    raw: dict[str, Any] = {
+        "operators": {"soperator": {"version": "4.1.7"}},
+        "slurm": {"partitions": [{"name": "main", "config": "State=UP Toplogy=x"}]},
+    }
     with pytest.raises(
         ConfigError, match=r"slurm.partitions\[0\].config: Toplogy is not a PartitionName option.*slurm.images.tag: 4.1.7-slurm25.11.3"
     ):
