@@ -220,3 +220,11 @@ def test_partition_options_are_checked_against_every_operators_release():
     raw["slurm"]["images"] = {"tag": "4.1.7-slurm24.11.6"}
     with pytest.raises(ConfigError, match=r"slurm.partitions\[0\].config: Slurm 24.11 does not know Topology \(new in 25.05\)"):
         parse_config(raw)
+
+
+def test_accepts_says_no_to_an_unknown_key_and_yes_to_a_deprecated_value():
+    release = SlurmRelease(26, 5)
+    assert not slurm_options.accepts(release, "slurm.conf", "SchedulerParamters", "bf_continue")
+    assert slurm_options.accepts(release, "cgroup.conf", "CgroupPlugin", "cgroup/v1")
+    assert "deprecates CgroupPlugin=cgroup/v1 (since 25.05)" in str(slurm_options.objection(release, "cgroup.conf", "CgroupPlugin", "cgroup/v1"))
+    assert not slurm_options.accepts(release, "slurm.conf", "CommunicationParameters", "NoAddrCache")

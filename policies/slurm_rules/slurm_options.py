@@ -201,6 +201,8 @@ def objection(release: SlurmRelease, file: File, key: str, value: str = "") -> O
 
 def accepts(release: SlurmRelease, file: File, key: str, value: str = "") -> bool:
     """`release` takes `key=value` in `file` without complaint other than a deprecation warning."""
+    if not _known(file, key):
+        return False
     gates = [g for g in _gates(file, key) if g.value is None or g.value.lower() in _items(value)]
     return objection(release, file, key, value) is None or all(g.fate == "deprecated" for g in gates if _verdict(release, g))
 
