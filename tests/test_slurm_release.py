@@ -50,7 +50,10 @@ def test_the_release_is_read_from_each_tag_form(tag, release):
 
 @pytest.mark.parametrize("tag", ["latest", "1.14.10-jammy", "4.1.7", "slurm", "1.14.10-jammy-slurm24.13.1", "v26.05-ubuntu", "ubuntu26.04"])
 def test_a_tag_naming_no_release_is_an_error_that_shows_the_forms(tag):
-    with pytest.raises(ValueError, match=r"names no Slurm release: expected soperator's .*4\.1\.7-slurm25\.11\.3.*26\.05-ubuntu26\.04"):
+    with pytest.raises(
+        ValueError,
+        match=r"names no Slurm release: it must name one as the upstream tags do, soperator's .*4\.1\.7-slurm25\.11\.3.*26\.05-ubuntu26\.04",
+    ):
         release_in_image_tag(tag)
 
 

@@ -41,8 +41,8 @@ def release_in_image_tag(tag: str) -> SlurmRelease:
             except ValueError:
                 break
     raise ValueError(
-        f"image tag {tag!r} names no Slurm release: expected soperator's <operator>-[<os>-]slurm<YY.MM.P> "
-        "(4.1.7-slurm25.11.3) or Slinky's <YY.MM[.P]>-<os> (26.05-ubuntu26.04)"
+        f"image tag {tag!r} names no Slurm release: it must name one as the upstream tags do, soperator's "
+        "<operator>-[<os>-]slurm<YY.MM.P> (4.1.7-slurm25.11.3) or Slinky's <YY.MM[.P]>-<os> (26.05-ubuntu26.04)"
     )
 
 
