@@ -41,7 +41,6 @@ SCRIPT = ROOT / "scripts" / "services-local.sh"
 # stripped from what the daemons read, and reported (pytest's warnings summary).
 UNKNOWN_TO_SLURM: dict[str, tuple[str, ...]] = {
     "22.05": (
-        "ReconfigFlags=KeepPowerSaveSettings",  # 23.02
         "AuthType=auth/slurm",  # 23.11: Slinky's auth; 22.05 falls back to its default, auth/munge
     ),
 }

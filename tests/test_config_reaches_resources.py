@@ -280,7 +280,7 @@ def marked_slurm_config(stack: str, ack_operator: dict[str, Any]) -> dict[str, A
     login["serviceAnnotations"] = {**login.get("serviceAnnotations", {}), "example.com/owner": MARKER}
     if raw.get("slurmOperator", "soperator") != "soperator" or raw.get("operators", {}).get("soperator", {}).get("version") == "4.1.7":
         partitions = slurm.get("partitions") or [{"name": "main", "default": True}]
-        slurm["partitions"] = [{**p, "config": f"{p.get('config', 'State=UP')} Comment={MARKER}"} for p in partitions]
+        slurm["partitions"] = [{**p, "config": f"{p.get('config', 'State=UP')} AllowGroups={MARKER}"} for p in partitions]
     return raw
 
 

@@ -106,7 +106,13 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     # Rendered to a directory (its string reaches no file), so a dev stack: TLS needs a cluster to read the CA from.
     "slinky": (
         "prod-hcm",
-        {"slurm.slinky.restApi": True, "kubernetes.renderYamlToDirectory": "rendered", "environment": "dev", "ldap.tls": {"enabled": False}},
+        {
+            "slurm.slinky.restApi": True,
+            "kubernetes.renderYamlToDirectory": "rendered",
+            "environment": "dev",
+            "ldap.tls": {"enabled": False},
+            "nodePools[0].gpuType": "h100",
+        },
     ),
 }
 

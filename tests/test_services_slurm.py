@@ -4,6 +4,7 @@ as its pod runs it, and the lab's experiments (docs/tenants.md "The lab's experi
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from components import tenancy
 from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, slinky
+from components.slurm.common import accounted_gpu_tres
 from tests.harness import stack_config
 from tests.services import (
     LAB_TASKS,
@@ -20,10 +22,12 @@ from tests.services import (
     Soperator4Lab,
     config_complaints,
     etc_digest,
+    for_this_machine,
     for_this_slurm,
     gpu_device_nodes,
     lab_base,
     reservation_fields,
+    slurm_version,
     soperator4_lab,
     tenants_job,
     wait_for,
@@ -189,12 +193,14 @@ def test_experiment_6_more_nodes_than_the_partition_is_refused_and_a_range_start
 
 
 def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_with_cloud_nodes(lab):
-    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes.
-    config = parse_config(stack_config("staging-hangzhou"))
+    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes, rendered for the
+    # Slurm installed here (slurm.ack.slurmRelease) and run verbatim: only hosts and paths are mapped to this machine.
+    raw = stack_config("staging-hangzhou")
+    config = parse_config({**raw, "slurm": {**raw["slurm"], "ack": {**raw["slurm"]["ack"], "slurmRelease": slurm_version()}}})
     hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
     paths = {"/var/spool/slurmctld": lab.dir("ack-state", "slurm"), "/var/spool/slurmd": lab.dir("ack-slurmd")}
-    conf = for_this_slurm(ack.slurm_conf(config), hosts, paths, source="ACK slurm.conf")
-    process = lab.slurmctld(conf, for_this_slurm(ack.gres_conf(config), source="ACK gres.conf"), name="ack")
+    conf = for_this_machine(ack.slurm_conf(config), hosts, paths)
+    process = lab.slurmctld(conf, ack.gres_conf(config), name="ack")
     log = lab.log("slurmctld-ack")
     assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
     # Every worker the copilot may create is in the partition (22.05 hides powered-down CLOUD nodes from `show node`).
@@ -358,3 +364,63 @@ def test_a_job_without_gres_cannot_open_the_gpu_a_job_with_gres_can(lab, operato
         lab.stop(f"slurmctld-{name}")
         lab.remove_cgroups(f"{name}-0")
     assert not list(Path("/sys/fs/cgroup").glob(f"*/slurm_{name}-0"))
+
+
+def typed_job(lab: SlurmLab, name: str, command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """alice's `srun` or `sbatch` on the cluster of `slurmctld(..., name=name)`."""
+    conf = f"SLURM_CONF={lab.root}/etc-slurm-{name}/slurm.conf"
+    extra = ("--parsable", "-o", "/dev/null", "--chdir=/tmp") if command == "sbatch" else ()
+    return lab.run("env", conf, command, *extra, "-A", "typed", "-t1", *args, user="alice", check=check, timeout=60)
+
+
+def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_against_the_gpu_limit(lab):
+    """ACK's render for the Slurm installed here, its GPU pool at two GPUs per node: the CLOUD node line's
+    `Gres=gpu:<type>:2`, gres.conf's `Type=<type>` with the fake GPUs listed by `File=` (no GPU here: AutoDetect
+    needs a driver, docs/operators.md, "What only a GPU host proves"), and the accounted TRES the tenants' limits read."""
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["slurm"]["ack"]["slurmRelease"] = slurm_version()
+    next(p for p in raw["nodePools"] if p.get("gpusPerNode"))["gpusPerNode"] = 2
+    config = parse_config(raw)
+    pool = config.gpu_pools[0]
+    gpu_type, other_type = pool.slurm_gpu_type, "h100" if pool.slurm_gpu_type != "h100" else "l40s"
+    cloud = next(line for line in ack.slurm_conf(config).splitlines() if line.startswith(f"NodeName={ack.worker_name_prefix(config, pool)}"))
+    gres = next(word for word in cloud.split() if word.startswith("Gres="))
+    (gres_line,) = ack.gres_conf(config).splitlines()
+    assert gres == f"Gres=gpu:{gpu_type}:2" and f" Type={gpu_type} " in gres_line, (cloud, gres_line)
+    name, cluster = "gpu-typed", f"{config.cluster.name}-typed"
+    nodes = {f"{name}-0": ("gpu", 2)}
+    own = ["GresTypes=gpu", "PartitionName=gpu Nodes=ALL Default=YES", f"AccountingStorageTRES={accounted_gpu_tres(config)}"]
+    conf = lab_base(cluster, lab, nodes, [*own, "AccountingStorageEnforce=associations,limits,safe"], name)
+    assert conf.count(" Gres=gpu:2 ") == 1, conf
+    conf = conf.replace(" Gres=gpu:2 ", f" {gres} ")  # the node as ACK's render declares it
+    devices = gpu_device_nodes(lab, nodes).replace(" Name=gpu ", f" Name=gpu Type={gpu_type} ")
+    lab.sacctmgr("-i", "add", "cluster", cluster)
+    lab.sacctmgr("-i", "add", "account", "typed", f"cluster={cluster}", "GrpTRES=gres/gpu=1")
+    lab.sacctmgr("-i", "add", "user", "alice", "account=typed", f"cluster={cluster}")
+    ctld = lab.slurmctld(conf, devices, name=name)
+    try:
+        lab.slurmd(f"{name}-0", name)
+        wait_for(lambda: lab.scontrol(name, "-o", "show", "node").stdout.split("State=")[1].startswith("IDLE"), f"{name}-0 idle", 30)
+        assert lab.alive(ctld) and config_complaints(lab.log(f"slurmctld-{name}")) == [], lab.log(f"slurmctld-{name}")[-3000:]
+        node = lab.scontrol(name, "-o", "show", "node").stdout
+        assert f"Gres=gpu:{gpu_type}:2" in node, node
+        # Typed and untyped requests both run; another type is refused at submission.
+        assert typed_job(lab, name, "srun", f"--gres=gpu:{gpu_type}:1", "true").returncode == 0
+        assert typed_job(lab, name, "srun", "--gres=gpu:1", "true").returncode == 0
+        refused = typed_job(lab, name, "sbatch", f"--gres=gpu:{other_type}:1", "--wrap", "true", check=False)
+        assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr, refused.stderr
+        # The account's GrpTRES=gres/gpu=1 counts a typed job: the next job, typed or not, waits on it with a GPU free.
+        running = typed_job(lab, name, "sbatch", f"--gres=gpu:{gpu_type}:1", "--wrap", "sleep 60").stdout.strip()
+        wait_for(lambda: lab.scontrol(name, "-o", "show", "job", running).stdout.count("JobState=RUNNING") == 1, "the typed job running", 20)
+        shown = lab.scontrol(name, "-o", "show", "job", running).stdout
+        assert "gres/gpu=1" in shown and f"gres/gpu:{gpu_type}=1" in shown, shown
+        waiting = [typed_job(lab, name, "sbatch", gres, "--wrap", "true").stdout.strip() for gres in ("--gres=gpu:1", f"--gres=gpu:{gpu_type}:1")]
+
+        def held() -> bool:
+            return all("Reason=AssocGrpGRES" in lab.scontrol(name, "-o", "show", "job", job).stdout for job in waiting)
+
+        wait_for(held, f"jobs {waiting} held by the GPU limit", 20)
+        lab.run("env", f"SLURM_CONF={lab.root}/etc-slurm-{name}/slurm.conf", "scancel", running, *waiting)
+    finally:
+        lab.stop(f"slurmd-{name}-0")
+        lab.stop(f"slurmctld-{name}")

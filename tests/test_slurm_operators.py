@@ -255,7 +255,7 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     dbd_host = "ack-slurm-cluster-1-slurmdbd" if ack.new_api(ack_config) else "ack-slurm-cluster-1-head"
     assert f"AccountingStorageHost={dbd_host}" in lines
     assert "NodeSet=a10 Feature=a10" in lines
-    assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:1 Feature=a10,cloud State=CLOUD" in lines
+    assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:a10:1 Feature=a10,cloud State=CLOUD" in lines
     assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
     for setting in (
         # slurmctld's programs do nothing: the copilot pod resumes and suspends (no token in the head).
@@ -275,10 +275,10 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
 
 def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):
     # AutoDetect on a CLOUD node is fatal in slurmctld up to 23.11.3 (the services tier starts it on this text).
-    assert ack.gres_conf(ack_config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu File=/dev/nvidia0\n"
+    assert ack.gres_conf(ack_config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"
     raw = copy.deepcopy(stack_config("staging-hangzhou"))
     raw["nodePools"][0]["gpusPerNode"] = 8
-    assert ack.gres_conf(parse_config(raw)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu File=/dev/nvidia[0-7]\n"
+    assert ack.gres_conf(parse_config(raw)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia[0-7]\n"
     raw["slurm"]["ack"]["autoscaling"] = {"enabled": False}
     assert ack.gres_conf(parse_config(raw)) == "AutoDetect=nvml\n"
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field, model_validator
 from slurm_rules import confinement, kube_rules
 
-from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath
+from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath, SlurmReleaseText
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -21,6 +21,9 @@ USES_JAIL = False  # its pods have their own root file systems
 LOGIN_ALWAYS_LOAD_BALANCER = True
 DEFAULT_LOGIN_ANNOTATIONS = kube_rules.PRIVATE_LB_ANNOTATIONS["alibaba"]
 LOGIN_KEEPS_NODE_PORTS = False
+# The Slurm in the ACK guide's image, slurm:23.06-1.6-aliyun-...: its tag is Alibaba's (there is no Slurm 23.06),
+# its slurmctld is 23.02.7. Images are bring-your-own, so the release is config.
+DEFAULT_SLURM_RELEASE = "23.02"
 
 
 def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
@@ -83,6 +86,11 @@ class AckClusterConfig(Model):
     """ack-slurm-operator's SlurmCluster: images are bring-your-own, config comes from our ConfigMap."""
 
     image: ImageReference = Field(..., description="Slurm image for head and workers (the guide's, or your own build).")
+    slurm_release: SlurmReleaseText = Field(
+        DEFAULT_SLURM_RELEASE,
+        description="The Slurm release in that image, YY.MM or YY.MM.P (the ACK guide's image, tagged slurm:23.06-..., carries 23.02.7): "
+        "slurm.conf and gres.conf are rendered for it, and slurm.ack.extraSlurmConf lines it does not accept are refused.",
+    )
     # The operator's init script copies from these paths: shell-safe characters only.
     slurm_conf_path: SafePath = Field("/var/slurm", description="slurmConfPath: where the slurm.conf ConfigMap is mounted.")
     munge_key_dir: SafePath = Field("/var/munge", description="Where the munge Secret is mounted; mungeConfPath is <dir>/munge.key.")
@@ -95,6 +103,11 @@ class AckClusterConfig(Model):
     )
     autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
     extra_slurm_conf: list[ConfLine] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim (one line each).")
+
+
+def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
+    """Where the Slurm release of the images comes from: the key and its value (images are bring-your-own)."""
+    return ("slurm", "ack", "slurmRelease"), config.slurm.ack.slurm_release if config.slurm.ack else DEFAULT_SLURM_RELEASE
 
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from slurm_rules import kube_rules
+from slurm_rules import kube_rules, slurm_release
 
 PROJECT = "slurm-platform"
 
@@ -133,6 +133,12 @@ def _check_image_repository_path(value: str) -> str:
 def _check_tag(value: str) -> str:
     if not re.fullmatch(kube_rules.TAG, value):
         raise ValueError("must be an image tag: letters, digits, '_', '.' or '-', at most 128 characters, not starting with '.' or '-'")
+    return value
+
+
+def _check_slurm_release(value: str) -> str:
+    if reason := slurm_release.unknown_release(slurm_release.SlurmRelease.parse(value)):
+        raise ValueError(reason)
     return value
 
 
@@ -347,6 +353,11 @@ ChartRepository = Annotated[
 ImageReference = Annotated[str, _rule(kube_rules.image_reference_errors), allowed("an OCI image reference with a tag other than latest, or a digest")]
 ImageRepository = Annotated[str, _rule(kube_rules.image_repository_errors), allowed("an OCI image repository, without a tag")]
 ImageTag = Annotated[str, AfterValidator(_check_tag), allowed("an image tag: letters, digits, _ . -, at most 128")]
+SlurmReleaseText = Annotated[
+    str, AfterValidator(_check_slurm_release), allowed("a Slurm release the program knows, YY.MM or YY.MM.P (22.05 ... 26.05)")
+]
+# A Slurm GRES type as the renders write it (gpu:<type>:<n>): lower-case letters and digits.
+GpuType = Annotated[str, Field(pattern=r"^[a-z0-9]{1,32}$"), allowed("a GRES type: 1 to 32 lower-case letters and digits")]
 InterfaceName = Annotated[str, AfterValidator(_check_interface_name), allowed("a network interface name: at most 15 characters, no / or spaces")]
 KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group), allowed("a group as the authenticator names it, not a system: group")]
 Port = Annotated[int, Field(ge=1, le=65535)]

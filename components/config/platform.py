@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 import pulumi
 from pydantic import Field, PrivateAttr
+from slurm_rules.slurm_release import SlurmRelease, release_in_image_tag
 
 from .charts import OperatorsConfig
 from .cloud import DEFAULT_CLOUD, Cloud
@@ -76,6 +77,13 @@ class PlatformConfig(Model):
     def slurm_gpus(self) -> int:
         """The GPUs of every Slurm worker: what tenants' cells and borrowing share."""
         return sum(pool.gpus_per_node * pool.worker_replicas for pool in self.gpu_pools)
+
+    @property
+    def slurm_release(self) -> SlurmRelease:
+        """The Slurm release of the images the stack deploys: from the tag soperator or Slinky pins (or the
+        one configured), or ACK's slurm.ack.slurmRelease (bring-your-own images)."""
+        _, text = settings_of(self).slurm_release_source(self)
+        return release_in_image_tag(text)
 
     @property
     def has_rdma(self) -> bool:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import Field
 
-from .fields import DnsLabel, DnsSubdomain, LabelValue, Model, Problem, QualifiedName, Quantity, duplicates
+from .fields import DnsLabel, DnsSubdomain, GpuType, LabelValue, Model, Problem, QualifiedName, Quantity, duplicates
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -45,6 +45,13 @@ class NodePoolConfig(Model):
         ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
     )
     gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpu_type: Optional[GpuType] = Field(
+        None,
+        description="Slurm GRES type of the pool's GPUs (users ask --gres=gpu:<type>:<n>): a lower-case part of one word of "
+        "gpuProduct, since Slurm's AutoDetect keeps a configured type only when it is a substring of the name it detects "
+        "(NVIDIA H100 80GB HBM3 -> nvidia_h100_80gb_hbm3) and drains a node whose type matches none. Default: the model "
+        "word of gpuProduct (NVIDIA-H100-80GB-HBM3 -> h100); without gpuProduct the GPUs are untyped (gpu:<n>).",
+    )
     gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
     cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
     memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
@@ -78,8 +85,32 @@ class NodePoolConfig(Model):
         return self.gpus_per_node > 0
 
     @property
+    def slurm_gpu_type(self) -> Optional[str]:
+        """The GRES type Slurm's node lines give the pool's GPUs: gpuType, else derived from gpuProduct; None: untyped."""
+        if self.gpu_type or not self.gpu_product:
+            return self.gpu_type
+        return default_gpu_type(self.gpu_product)
+
+    @property
     def worker_replicas(self) -> int:
         return self.node_count if self.slurm_workers is None else self.slurm_workers
+
+
+# Words of an nvidia.com/gpu.product value that name the maker or a product line, not the model.
+GPU_VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "rtx", "shared")
+
+
+def gpu_product_words(product: str) -> list[str]:
+    """The model words of a gpu.product label value, lower case: NVIDIA-H100-80GB-HBM3 -> h100, 80gb, hbm3. The label
+    joins the words of NVML's model name with '-' (spaces and dashes alike), and Slurm's AutoDetect name lower-cases
+    that model name with spaces as '_' (nvidia_h100_80gb_hbm3): a part of one word is a substring of it either way."""
+    return [word for word in product.lower().split("-") if word and word not in GPU_VENDOR_WORDS]
+
+
+def default_gpu_type(product: str) -> Optional[str]:
+    """The model word of a gpu.product value (its first word with a digit): NVIDIA-H100-80GB-HBM3 -> h100, NVIDIA-L40S -> l40s."""
+    words = [word for word in gpu_product_words(product) if word.isascii() and word.isalnum()]
+    return next((word for word in words if any(c.isdigit() for c in word)), words[0] if words else None)
 
 
 def default_pools() -> list[NodePoolConfig]:
@@ -110,3 +141,25 @@ def node_pool_problems(config: PlatformConfig) -> Iterator[Problem]:
         seen.add(node)
     if not config.gpu_pools:
         yield Problem(("nodePools",), "at least one pool needs gpusPerNode > 0 to host Slurm workers")
+    for index, pool in enumerate(config.node_pools):
+        yield from _gpu_type_problems(("nodePools", index, "gpuType"), pool)
+
+
+def _gpu_type_problems(path: tuple[Any, ...], pool: NodePoolConfig) -> Iterator[Problem]:
+    """A configured GRES type must be one Slurm's AutoDetect keeps: a substring of the name it detects."""
+    if pool.gpu_type is None:
+        return
+    if not pool.has_gpu:
+        yield Problem(path, "is for GPU pools (gpusPerNode > 0)", pool.gpu_type)
+    elif not pool.gpu_product:
+        yield Problem(path, "needs gpuProduct (the nodes' nvidia.com/gpu.product label value) to be checked against", pool.gpu_type)
+    elif not any(pool.gpu_type in word for word in gpu_product_words(pool.gpu_product)):
+        detected = "nvidia_" + "_".join(gpu_product_words(pool.gpu_product))
+        yield Problem(
+            path,
+            f"is not part of one word of gpuProduct {pool.gpu_product} ({', '.join(gpu_product_words(pool.gpu_product))}): Slurm's "
+            f"AutoDetect keeps a type only when it is a substring of the name it detects (here about {detected}) and "
+            "drains a node whose type matches none; use one of those words, or leave gpuType unset for the default "
+            f"{default_gpu_type(pool.gpu_product)}",
+            pool.gpu_type,
+        )

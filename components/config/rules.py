@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
+
+from slurm_rules import slurm_options
+from slurm_rules.slurm_release import unknown_release
 
 from .charts import chart_problems
 from .fields import Problem, gib_text, plain_number, quantity_value
@@ -23,6 +27,7 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from node_pool_problems(config)
     yield from chart_problems(config)
     yield from settings_of(config).problems(config)
+    yield from _slurm_release_problems(config)
     yield from partition_problems(config)
     yield from storage_problems(config)
     yield from _scheduling_problems(config)
@@ -63,6 +68,30 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
             "set slurm.populateJail.wipeExistingJailIntended: true if that is intended",
             True,
         )
+
+
+def _slurm_release_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """The Slurm release of the images must be one the program renders for (slurm_rules/slurm_release.py), and
+    the free-form slurm.conf lines of the config (slurm.ack.extraSlurmConf, slurm.partitions[].config) ones it takes."""
+    path, text = settings_of(config).slurm_release_source(config)
+    try:
+        release = config.slurm_release
+    except ValueError as error:
+        yield Problem(path, f"{error}; use the image's upstream tag", text)
+        return
+    if reason := unknown_release(release):
+        yield Problem(path, reason, text)
+        return
+    lines: list[tuple[tuple[Any, ...], str, str]] = [
+        (("slurm", "partitions", index, "config"), f"PartitionName={partition.name} {partition.config}", partition.config)
+        for index, partition in enumerate(config.slurm.partitions)
+    ]
+    if config.slurm_operator == "ack" and config.slurm.ack is not None:
+        lines += [(("slurm", "ack", "extraSlurmConf", index), line, line) for index, line in enumerate(config.slurm.ack.extra_slurm_conf)]
+    release_key = ".".join(map(str, path))
+    for key_path, line, value in lines:
+        if reason := slurm_options.line_objection(release, "slurm.conf", line):
+            yield Problem(key_path, f"{reason} [the images' Slurm release, from {release_key}: {text}]", value)
 
 
 def _adoption_problems(config: PlatformConfig) -> Iterator[Problem]:

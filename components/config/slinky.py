@@ -48,6 +48,11 @@ class SlinkyClusterConfig(Model):
     rest_api_resources: PodResources = Field(pod_resources("500m", "1Gi", "1Gi"), description="slurmrestd container requests.")
 
 
+def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
+    """Where the Slurm release of the images comes from: the key and its value (the image tag)."""
+    return ("slurm", "slinky", "tag"), config.slurm.slinky.tag
+
+
 def problems(config: PlatformConfig) -> Iterator[Problem]:
     """What Slinky (components/slurm/slinky.py) needs."""
     if not config.ldap.enabled:

@@ -20,6 +20,8 @@ LOGIN_ALWAYS_LOAD_BALANCER = False
 DEFAULT_LOGIN_ANNOTATIONS: dict[str, str] = {}
 # Its own login Service is NodePort or LoadBalancer, always with node ports (no field closes them).
 LOGIN_KEEPS_NODE_PORTS = True
+# The Slurm image tag each soperator release pins (its Slurm release is in the tag).
+IMAGE_TAGS = {"1.14.10": "1.14.10-jammy-slurm24.05.2", "4.1.7": "4.1.7-slurm25.11.3"}
 
 
 def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
@@ -39,6 +41,16 @@ class SoperatorConfig(ChartConfig):
         "oci://cr.eu-north1.nebius.cloud/soperator",
         description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
     )
+
+
+def image_tag(config: PlatformConfig) -> str:
+    """The tag of soperator's Slurm images: slurm.images.tag, else the release's own."""
+    return config.slurm.images.tag or IMAGE_TAGS[config.operators.soperator.version]
+
+
+def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
+    """Where the Slurm release of the images comes from: the key and its value (the image tag)."""
+    return ("slurm", "images", "tag"), image_tag(config)
 
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:

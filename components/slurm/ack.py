@@ -30,7 +30,7 @@ import json
 import shlex
 from typing import Any, Optional
 
-from slurm_rules import confinement
+from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
@@ -42,6 +42,7 @@ from .common import (
     awaits_address,
     container_resources,
     gpu_resources,
+    gres_gpus,
     ldap_ca_files,
     no_live_login,
     no_removed_workers_warning,
@@ -134,7 +135,7 @@ def node_lines(config: PlatformConfig) -> list[str]:
     for pool in config.gpu_pools:
         lines.append(f"NodeSet={pool.name} Feature={pool.name}")
         if autoscaling.enabled:
-            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres=gpu:{pool.gpus_per_node}"
+            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres={gres_gpus(pool)}"
             nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
             lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
     return lines
@@ -190,23 +191,27 @@ def slurm_conf(config: PlatformConfig) -> str:
             f"SuspendTime={autoscaling.suspend_time}",
             f"ResumeRate={autoscaling.resume_rate}",
             f"SuspendRate={autoscaling.suspend_rate}",
+            # The guide's lines for CLOUD nodes; rendered where the release takes them (slurm_options).
             "CommunicationParameters=NoAddrCache",
             "ReconfigFlags=KeepPowerSaveSettings",
         ]
+    lines = slurm_options.rendered(config.slurm_release, "slurm.conf", lines)
     lines += tenant_slurm_conf(config) + node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
     return "\n".join(lines) + "\n"
 
 
 def gres_conf(config: PlatformConfig) -> str:
-    """GPUs found through NVML on each worker; with autoscaling, the CLOUD nodes' GPUs listed by
-    device file instead: `AutoDetect` on a CLOUD node is fatal in slurmctld up to 23.11.3."""
+    """GPUs found by the release's AutoDetect plugin on each worker; with autoscaling, the CLOUD nodes' GPUs
+    listed by device file instead: slurmctld refuses `AutoDetect` on a CLOUD node (fatal up to 23.11.3,
+    an error that drops the node's GPUs since)."""
     autoscaling = ack(config).autoscaling
     if not autoscaling.enabled:
-        return "AutoDetect=nvml\n"
+        return f"AutoDetect={slurm_options.gpu_autodetect(config.slurm_release)}\n"
     lines = []
     for pool in config.gpu_pools:
         devices = "/dev/nvidia0" if pool.gpus_per_node == 1 else f"/dev/nvidia[0-{pool.gpus_per_node - 1}]"
-        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu File={devices}")
+        gpu_type = f" Type={pool.slurm_gpu_type}" if pool.slurm_gpu_type else ""
+        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu{gpu_type} File={devices}")
     return "\n".join(lines) + "\n"
 
 
@@ -219,7 +224,7 @@ def slurm_conf_config_map(config: PlatformConfig) -> dict[str, Any]:
         "data": {
             "slurm.conf": slurm_conf(config),
             "gres.conf": gres_conf(config),
-            "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version),
+            "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version, config.slurm_release),
         },
     }
 

@@ -119,6 +119,20 @@ def unmet_conditions(status: Optional[dict[str, Any]]) -> list[str]:
     return [f"{c.get('type')}={c.get('status')}: {c.get('message')}" for c in (status or {}).get("conditions") or [] if c.get("status") != "True"]
 
 
+def gres_gpus(pool: NodePoolConfig) -> str:
+    """A worker's GPUs as a node line's Gres: typed (gpu:h100:8) where the pool has a type (NodePoolConfig.slurm_gpu_type),
+    so users can ask for --gres=gpu:h100:1 as well as --gres=gpu:1; else gpu:8."""
+    gpu_type = pool.slurm_gpu_type
+    return f"gpu:{gpu_type}:{pool.gpus_per_node}" if gpu_type else f"gpu:{pool.gpus_per_node}"
+
+
+def accounted_gpu_tres(config: PlatformConfig) -> str:
+    """AccountingStorageTRES: every GPU (gres/gpu, which the tenants' GrpTRES limits, and which typed requests count
+    too), and each pool's type, so sreport and sacct show GPU use per model."""
+    types = sorted({t for pool in config.gpu_pools if (t := pool.slurm_gpu_type)})
+    return ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in types)])
+
+
 # QOS priority weight: large enough that prod > test > oppo outweighs age and fair share.
 PRIORITY_WEIGHT_QOS = 100000
 
@@ -141,7 +155,7 @@ def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
         "PreemptType=preempt/qos",
         "PreemptMode=REQUEUE",
         "AccountingStorageEnforce=associations,limits,qos,safe",
-        "AccountingStorageTRES=gres/gpu",
+        f"AccountingStorageTRES={accounted_gpu_tres(config)}",
     ]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from slurm_rules import confinement
+from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
@@ -23,6 +23,7 @@ from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     container_resources,
     gpu_resources,
+    gres_gpus,
     ldap_ca_files,
     login_service_spec,
     no_live_login,
@@ -113,7 +114,10 @@ def config_files(config: PlatformConfig) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(config, names(config)["config"]),
-        "data": {"gres.conf": "AutoDetect=nvidia\n", "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version)},
+        "data": {
+            "gres.conf": f"AutoDetect={slurm_options.gpu_autodetect(config.slurm_release)}\n",
+            "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version, config.slurm_release),
+        },
     }
 
 
@@ -160,7 +164,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": pool.worker_replicas,
             # Registered with its GPUs from the start (upstream #191: Gres=(null) otherwise).
-            "extraConf": f"Gres=gpu:{pool.gpus_per_node}",
+            "extraConf": f"Gres={gres_gpus(pool)}",
             "partition": {"enabled": False},
             "slurmd": slurmd,
             "template": {"spec": pod_spec(config, pod)},

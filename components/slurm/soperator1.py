@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
+from ..config.soperator import IMAGE_TAGS, image_tag
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_SOURCE
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
@@ -27,7 +28,7 @@ from .soperator import (
     volume_sources,
 )
 
-IMAGE_TAG = "1.14.10-jammy-slurm24.05.2"
+IMAGE_TAG = IMAGE_TAGS["1.14.10"]
 
 # soperator 1.14.10 image names under the registry, by component.
 IMAGES = {
@@ -44,7 +45,7 @@ IMAGES = {
 
 def image(config: PlatformConfig, component: str) -> str:
     images = config.slurm.images
-    return f"{images.registry}/{IMAGES[component]}:{images.tag or IMAGE_TAG}"
+    return f"{images.registry}/{IMAGES[component]}:{image_tag(config)}"
 
 
 def uses_infiniband(config: PlatformConfig) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
+from ..config.soperator import IMAGE_TAGS, image_tag
 from ..ldap import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
@@ -43,7 +44,7 @@ CRD_RELEASES = soperator.CRD_RELEASES
 
 NODESET_API_VERSION = "slurm.nebius.ai/v1alpha1"
 PARENT_ANNOTATION = "slurm.nebius.ai/parental-cluster-ref"
-IMAGE_TAG = "4.1.7-slurm25.11.3"
+IMAGE_TAG = IMAGE_TAGS["4.1.7"]
 SSSD_IMAGE = "cr.eu-north1.nebius.cloud/soperator/sssd:2.9.4-1-63"
 IMAGES = {
     "slurmctld": "controller_slurmctld",
@@ -60,10 +61,6 @@ CUDA_VERSION = "12.9.0"
 
 def image_repository(config: PlatformConfig, component: str) -> str:
     return f"{config.slurm.images.registry}/{IMAGES[component]}"
-
-
-def image_tag(config: PlatformConfig) -> str:
-    return config.slurm.images.tag or IMAGE_TAG
 
 
 def image(config: PlatformConfig, component: str) -> str:

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from . import slurm_options
+from .slurm_release import SlurmRelease
+
 PROCTRACK = "proctrack/cgroup"
 TASK_CGROUP = "task/cgroup"
 TASK_PLUGINS = f"{TASK_CGROUP},task/affinity"
@@ -24,15 +27,15 @@ CONSTRAINTS = ("ConstrainCores", "ConstrainDevices", "ConstrainRAMSpace")
 TRUE_VALUES = ("yes", "up", "true", "1")
 
 
-def cgroup_conf(cgroup_version: str) -> str:
-    """cgroup.conf for workers on cgroup `cgroup_version` (v1 or v2). On v2, slurmd in a pod has no
-    systemd to ask for its scope (IgnoreSystemd) and enables the controllers its cgroup namespace's
-    root does not delegate (EnableControllers, Slurm 23.02 and later). Slurm 22.05 parses every v1 line."""
+def cgroup_conf(cgroup_version: str, release: SlurmRelease) -> str:
+    """cgroup.conf for workers on cgroup `cgroup_version` (v1 or v2) running Slurm `release`. On v2, slurmd in a
+    pod has no systemd to ask for its scope (IgnoreSystemd) and enables the controllers its cgroup namespace's
+    root does not delegate (EnableControllers, where the release knows it: 23.02 and later)."""
     lines = [f"CgroupPlugin=cgroup/{cgroup_version}"]
     if cgroup_version == "v2":
         lines += ["IgnoreSystemd=yes", "EnableControllers=yes"]
     lines += [f"{key}=yes" for key in CONSTRAINTS]
-    return "\n".join(lines) + "\n"
+    return "\n".join(slurm_options.rendered(release, "cgroup.conf", lines)) + "\n"
 
 
 def settings(text: str) -> dict[str, str]:
