@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -174,6 +175,14 @@ def workloads(cluster: LocalCluster, namespace: str) -> dict[str, dict[str, Any]
 
 def condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def summary(found: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, str, str, str]]]:
+    """Each Workload's conditions, short enough to read in a failure."""
+    return {
+        name: [(c["type"], c["status"], c.get("reason", ""), c.get("message", "")[:300]) for c in w.get("status", {}).get("conditions", [])]
+        for name, w in found.items()
+    }
 
 
 def admitted(workload: dict[str, Any]) -> bool:
@@ -352,6 +361,9 @@ def test_borrowing_stops_at_the_cap_and_the_lender_reclaims_by_preemption(cluste
     # speech fills its own 8 GPUs (one Kueue node), then borrows vision's idle GPUs up to its borrowingCap (4), no further.
     submit(cluster, job("speech", "s-1", 8))
     wait_admitted(cluster, "speech", "s-1")
+    # Kueue reclaims from the most recently admitted first, by the Admitted condition's time, which has whole
+    # seconds: admitted in the same second, either job may be taken (one run in three took s-1).
+    time.sleep(1.1)
     submit(cluster, job("speech", "s-2", 4))
     wait_admitted(cluster, "speech", "s-2")
     assert_usage(cluster, "speech", 12, 4)
@@ -368,7 +380,7 @@ def test_borrowing_stops_at_the_cap_and_the_lender_reclaims_by_preemption(cluste
     wait_admitted(cluster, "vision", "v-1")
     assert_runs(cluster, "vision", "v-1", 1)
     found = workloads(cluster, "speech")
-    assert admitted(found["s-1"]) and not admitted(found["s-2"]), {n: w.get("status", {}).get("conditions") for n, w in found.items()}
+    assert admitted(found["s-1"]) and not admitted(found["s-2"]), summary(found)
     assert condition(found["s-2"], "Evicted").get("reason") == "Preempted", condition(found["s-2"], "Evicted")
     assert condition(found["s-2"], "Preempted").get("reason") == "InCohortReclamation", condition(found["s-2"], "Preempted")
     assert cluster.require("job", "s-2", "speech")["spec"]["suspend"] is True
