@@ -13,6 +13,7 @@ Slurm operators' modules.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, Optional
 
 import pulumi
@@ -27,9 +28,12 @@ from .charts import (
     MARIADB_OPERATOR,
     NETWORK_OPERATOR,
     ChartRelease,
+    api_group,
     chart_source,
+    crd_providers,
     deep_merge,
     uses_mariadb_operator,
+    with_crd_dependencies,
 )
 from .config import NodePoolConfig, PlatformConfig
 from .declare import declare
@@ -61,10 +65,19 @@ def network_operator_values(config: PlatformConfig) -> dict[str, Any]:
     network = config.operators.network_operator
     values = {
         "upgradeCRDs": False,  # a Helm hook (see HELM_HOOKS)
-        "nfd": {"enabled": network.node_feature_discovery},
+        # The chart's NodeFeatureRule (nvidia-nics-rules) is served by the NFD this stack runs, whose release
+        # installs its CRD and which the network operator then waits for (with_crd_dependencies); with none
+        # here nothing would serve it, and its CRD may be missing: off (networkOperator.values turns it on).
+        "nfd": {"enabled": network.node_feature_discovery, "deployNodeFeatureRules": runs_node_feature_discovery(config)},
         "sriovNetworkOperator": {"enabled": False},
     }
     return deep_merge(values, network.values)
+
+
+def runs_node_feature_discovery(config: PlatformConfig) -> bool:
+    ops = config.operators
+    gpu_nfd = ops.gpu_operator.install and ops.gpu_operator.node_feature_discovery
+    return gpu_nfd or (ops.network_operator.install and ops.network_operator.node_feature_discovery)
 
 
 # Kueue 0.19.2's chart default for managerConfig.controllerManagerConfigYaml (a YAML string: a value
@@ -165,7 +178,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     # Webhook certificates come from cert-manager: the Slurm operator starts after it.
     after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
     releases += operator_module(config).chart_releases(config, after)
-    return releases
+    return with_crd_dependencies(releases)
 
 
 def installed_charts(releases: list[ChartRelease]) -> dict[str, dict[str, str]]:
@@ -234,11 +247,9 @@ class Operators(pulumi.ComponentResource):
     def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
         # The type token keeps the module's former name: it is part of every chart's URN.
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
-        from .slurm import operator_module
-
-        self.slurm_crd_releases = operator_module(config).CRD_RELEASES
         self.charts = {}
         releases = chart_releases(config)
+        self.crd_providers = crd_providers(releases)
         namespaces = {
             namespace: k8s.core.v1.Namespace(
                 f"{name}-{namespace}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace), opts=child_opts(self, opts)
@@ -262,16 +273,13 @@ class Operators(pulumi.ComponentResource):
             )
         policy = nic_cluster_policy(config)
         if policy is not None:
-            network_chart = self.charts.get(NETWORK_OPERATOR)
-            declare(f"{name}-nic-cluster-policy", policy, child_opts(self, opts, depends_on=[network_chart] if network_chart else None))
+            declare(f"{name}-nic-cluster-policy", policy, child_opts(self, opts, depends_on=self.waits_for_crds([policy])))
         self.versions = pulumi.Output.from_input({release.key: release.version for release in releases})
         self.installed = pulumi.Output.from_input(installed_charts(releases))
         self.register_outputs({"versions": self.versions, "installed": self.installed})
 
-    def crds_for_kueue(self) -> list[pulumi.Resource]:
-        """What the Kueue objects must wait for: Kueue's chart (its CRDs and webhooks), if we install it."""
-        return [self.charts[KUEUE]] if KUEUE in self.charts else []
-
-    def crds_for_slurm_cluster(self) -> list[pulumi.Resource]:
-        """What the Slurm custom resources must wait for: the Slurm operator's CRDs, if we install them."""
-        return [self.charts[key] for key in self.slurm_crd_releases if key in self.charts]
+    def waits_for_crds(self, manifests: Iterable[dict[str, Any]]) -> list[pulumi.Resource]:
+        """The charts installing the CRDs of these objects' custom kinds (none for built-in kinds and for
+        CRDs the cluster has without this stack)."""
+        keys = dict.fromkeys(self.crd_providers[g] for g in sorted({api_group(m["apiVersion"]) for m in manifests}) if g in self.crd_providers)
+        return [self.charts[key] for key in keys]

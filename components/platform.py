@@ -11,6 +11,7 @@ from . import warn
 from .capacity_map import capacity_map
 from .config import PlatformConfig
 from .kueue import Kueue
+from .kueue import render as kueue_objects
 from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
 from .network_policies import NetworkPolicies
@@ -80,7 +81,9 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         config,
         opts=pulumi.ResourceOptions.merge(
             in_namespace,
-            pulumi.ResourceOptions(depends_on=[*operators.crds_for_slurm_cluster(), storage, *([munge] if munge else [])]),
+            pulumi.ResourceOptions(
+                depends_on=[*operators.waits_for_crds(r.manifest for r in slurm_operator.render(config)), storage, *([munge] if munge else [])]
+            ),
         ),
     )
     # After the Slurm cluster's priority class, which its pods name (nothing else of the cluster waits for it).
@@ -106,7 +109,10 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             "kueue",
             config,
             opts=pulumi.ResourceOptions.merge(
-                in_namespace, pulumi.ResourceOptions(depends_on=[*operators.crds_for_kueue(), *([tenants] if tenants else [])])
+                in_namespace,
+                pulumi.ResourceOptions(
+                    depends_on=[*operators.waits_for_crds(r.manifest for r in kueue_objects(config)), *([tenants] if tenants else [])]
+                ),
             ),
         )
         if config.operators.kueue.enabled

@@ -5,7 +5,7 @@ import base64
 import pulumi
 import pytest
 
-from components.charts import HELM_HOOKS
+from components.charts import CHART_APIS, HELM_HOOKS, ChartRelease, api_group, installed_groups, rendered_groups, with_crd_dependencies
 from components.config import parse_config
 from components.ldap import LdapDirectory, ldap_statefulset, require_tls_script
 from components.munge import MungeKey, munge_workloads, rotation_warning
@@ -174,7 +174,7 @@ def test_operators_charts_are_pinned_with_repos():
     assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert gpu["values"]["nfd"] == {"enabled": True} and gpu["values"]["mig"] == {"strategy": "single"}
     net = charts["network-operator"]
-    assert net["version"] == "24.10.1" and net["values"]["nfd"] == {"enabled": False}
+    assert net["version"] == "24.10.1" and net["values"]["nfd"] == {"enabled": False, "deployNodeFeatureRules": True}
     assert charts["soperator"]["chart"] == "oci://cr.eu-north1.nebius.cloud/soperator/helm-soperator"
     assert charts["soperator-crds"]["version"] == "1.14.10"
     assert charts["soperator"]["skipCrds"] is True
@@ -568,3 +568,123 @@ def test_hook_only_features_are_off_because_helm_v4_chart_skips_hooks():
     assert charts["network-operator"]["values"]["upgradeCRDs"] is False
     # The CRDs those hook Jobs would apply come from the charts' crds/ as Pulumi resources instead.
     assert not charts["gpu-operator"]["skipCrds"] and not charts["network-operator"]["skipCrds"]
+
+
+# --- custom resources wait for the release installing their CRDs ----------------
+
+
+def full_stacks() -> dict[str, dict]:
+    """Every example stack, plus prod-hanoi with every chart the program can install beside its Slurm operator."""
+    stacks = {stack: stack_config(stack) for stack in example_stacks()}
+    full = stack_config("prod-hoalac")  # soperator 4.1.7 (cert-manager, kruise), Kueue, both NVIDIA operators
+    mariadb = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
+    full["operators"] = {**full["operators"], "certManager": {"install": True}, "mariadbOperator": mariadb}
+    stacks["prod-hoalac+all-charts"] = full
+    return stacks
+
+
+def custom_group(type_token: str) -> str | None:
+    """`kubernetes:<group>/<version>:<Kind>` -> group, for the kinds no typed resource covers."""
+    from components.declare import BUILTIN_KINDS
+
+    module = type_token.split(":")[1]
+    builtin_groups = {api_group(api_version) for api_version, _ in BUILTIN_KINDS} | {"core", "apps", "helm.sh", "storage.k8s.io"}
+    group = module.rsplit("/", 1)[0] if "/" in module else ""
+    return None if group in builtin_groups or "." not in group else group
+
+
+def waits_for(run, resource) -> set[str]:
+    """Every URN the resource waits for, through dependencies of dependencies and parents' dependencies."""
+    seen: set[str] = set()
+    todo = [resource]
+    while todo:
+        current = todo.pop()
+        for urn in [*current.dependencies, *([current.parent] if current.parent else [])]:
+            if urn not in seen and any(r.urn == urn for r in run.resources):
+                seen.add(urn)
+                todo.append(run.by_urn(urn))
+    return seen
+
+
+@pytest.mark.parametrize("stack", list(full_stacks()))
+def test_every_custom_resource_waits_for_the_release_installing_its_crd(stack):
+    """Derived, not listed: what each release installs and renders (with its values) and every object
+    the program declares. A first up on an empty cluster never depends on which chart comes first."""
+    from components.platform import build_platform
+
+    raw = full_stacks()[stack]
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw, stack=stack.split("+")[0])
+    releases = chart_releases(config)
+    installs = {release.key: installed_groups(release) for release in releases}
+    chart_urns = {r.name.removeprefix("operators-"): r.urn for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
+    checked = set()
+    for resource in run.kubernetes_objects():
+        group = custom_group(resource.type)
+        providers = [key for key, groups in installs.items() if group in groups]
+        if group and providers:
+            assert chart_urns[providers[0]] in waits_for(run, resource), f"{resource.name} ({group}) does not wait for {providers[0]}"
+            checked.add((group, providers[0]))
+    for release in releases:
+        for group in rendered_groups(release):
+            providers = [key for key, groups in installs.items() if group in groups]
+            if providers:
+                chart = run.by_urn(chart_urns[release.key])
+                assert chart_urns[providers[0]] in waits_for(run, chart), f"release {release.key} renders {group} before {providers[0]}"
+                checked.add((group, providers[0]))
+    CHECKED[stack] = checked
+
+
+CHECKED: dict[str, set[tuple[str, str]]] = {}
+
+
+def test_the_crd_dependency_check_covered_every_operator_kind():
+    # Runs after the parametrized test above (file order): the loop found what it must have found.
+    covered = set().union(*CHECKED.values())
+    # network-operator's NodeFeatureRule waits for the GPU operator's NFD CRD.
+    assert ("nfd.k8s-sigs.io", "gpu-operator") in covered
+    groups = {"mellanox.com", "kueue.x-k8s.io", "slurm.nebius.ai", "slinky.slurm.net", "k8s.mariadb.com", "cert-manager.io"}
+    assert groups <= {group for group, _ in covered}, covered
+
+
+def test_what_a_chart_installs_matches_the_crds_carried_in_the_repo():
+    """CHART_APIS against real CRDs: the contracts' (file `<group>_<plural>.json`) and the kwok stand-in charts' crds/."""
+    import json as json_module
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    provenance = json_module.loads((root / "contracts" / "provenance.json").read_text())
+    provided = set().union(*(installed_groups(r) for stack in full_stacks().values() for r in chart_releases(parse_config(stack))))
+    contract_groups = {
+        path.name.split("_")[0] for folder in ("soperator", "slinky", "kueue") for path in (root / "contracts" / folder).rglob("*_*.json")
+    }
+    assert provenance and contract_groups == {"slurm.nebius.ai", "slinky.slurm.net", "kueue.x-k8s.io"}
+    assert contract_groups <= provided
+    stand_ins = list((root / "scripts" / "kube" / "charts").glob("*/crds/*.yaml"))
+    assert stand_ins
+    for crd_file in stand_ins:
+        chart = crd_file.parent.parent.name
+        group = yaml.safe_load(crd_file.read_text())["spec"]["group"]
+        assert group in {a.group for a in CHART_APIS[chart].installs}, (chart, group)
+
+
+def test_the_network_operators_node_feature_rule_follows_the_nfd_the_stack_runs():
+    raw = stack_config("prod-hanoi")
+    releases = {r.key: r for r in chart_releases(parse_config(raw))}
+    network = releases["network-operator"]
+    assert network.values["nfd"]["deployNodeFeatureRules"] is True and "gpu-operator" in network.depends_on
+    # No NFD in the stack: nothing would serve the rule, whose CRD may not exist.
+    raw["operators"] = {**raw["operators"], "gpuOperator": {"nodeFeatureDiscovery": False}}
+    releases = {r.key: r for r in chart_releases(parse_config(raw))}
+    assert releases["network-operator"].values["nfd"]["deployNodeFeatureRules"] is False
+    assert "gpu-operator" not in releases["network-operator"].depends_on
+
+
+def test_a_release_rendering_kinds_of_a_later_release_is_refused():
+    renders_nfd = ChartRelease("network-operator", "network-operator", "24.10.1", "n", {"nfd": {"enabled": False}})
+    provides_nfd = ChartRelease("gpu-operator", "gpu-operator", "v24.9.2", "g")
+    with pytest.raises(ValueError, match=r"release network-operator renders custom resources of \['gpu-operator'\], installed after it"):
+        with_crd_dependencies([renders_nfd, provides_nfd])
+    assert with_crd_dependencies([provides_nfd, renders_nfd])[1].depends_on == ("gpu-operator",)

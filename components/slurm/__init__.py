@@ -90,8 +90,6 @@ class SlurmOperator(Protocol):
     OPERATOR: str  # name and version, for humans
     # The platform's munge Secret `<cluster>-munge` (key munge.key) is mounted/used.
     USES_MUNGE: bool
-    # Chart release keys the custom resources must wait for (their CRDs).
-    CRD_RELEASES: tuple[str, ...]
     # soperator 1.14.10 leaves removed workers in slurmctld: warn on scale-down (removed_workers_warning).
     GHOST_NODES_ON_SCALE_DOWN: bool
 

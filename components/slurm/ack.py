@@ -64,7 +64,6 @@ OPERATOR = "ack-slurm-operator"
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # workers are dynamic Slurm nodes
 OPERATOR_RELEASE = "ack-slurm-operator"
-CRD_RELEASES = (OPERATOR_RELEASE,)
 
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"

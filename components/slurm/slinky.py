@@ -45,7 +45,6 @@ USES_MUNGE = False  # auth/slurm with the slurm.key Secret
 GHOST_NODES_ON_SCALE_DOWN = False
 CRDS_RELEASE = "slurm-operator-crds"
 OPERATOR_RELEASE = "slurm-operator"
-CRD_RELEASES = (CRDS_RELEASE,)
 
 API_VERSION = "slinky.slurm.net/v1beta1"
 MARIADB_API_VERSION = "k8s.mariadb.com/v1alpha1"

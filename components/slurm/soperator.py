@@ -20,7 +20,6 @@ from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fi
 # A release's image for a component (slurmctld, sshd, munge, ...).
 ImageOf = Callable[[PlatformConfig, str], str]
 
-CRD_RELEASES = (SOPERATOR_CRDS,)
 
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"

@@ -230,7 +230,6 @@ OPERATOR = "soperator 1.14.10"
 not_ready_message = soperator.not_ready_message
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = True
-CRD_RELEASES = soperator.CRD_RELEASES
 
 
 def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[ChartRelease]:

@@ -40,7 +40,6 @@ OPERATOR = "soperator 4.1.7"
 VERSION = "4.1.7"
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # NodeSet workers are dynamic Slurm nodes
-CRD_RELEASES = soperator.CRD_RELEASES
 
 NODESET_API_VERSION = "slurm.nebius.ai/v1alpha1"
 PARENT_ANNOTATION = "slurm.nebius.ai/parental-cluster-ref"
