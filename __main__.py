@@ -1,7 +1,8 @@
 """slurm-platform: Slurm on Kubernetes on a managed GPU cluster.
 
 Thin on purpose: load and validate the stack config (nothing is registered if
-it is invalid), then declare the platform and export its outputs.
+it is invalid, nor when it asks for an operator move the live stack cannot
+make), then declare the platform and export its outputs.
 """
 
 import pulumi
@@ -10,9 +11,10 @@ from components.config import ConfigError, load_config
 from components.platform import build_platform
 
 try:
-    config = load_config()
+    # build_platform also refuses an operator move the live stack cannot make (operator_moves.py).
+    outputs = build_platform(load_config())
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
 
-for output_name, value in build_platform(config).items():
+for output_name, value in outputs.items():
     pulumi.export(output_name, value)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi.runtime.sync_await import _sync_await
 
 from . import warn
 from .capacity_map import capacity_map
-from .config import PlatformConfig
+from .config import PlatformConfig, refusal
 from .kueue import Kueue
 from .kueue import render as kueue_objects
 from .ldap import LdapDirectory
@@ -17,7 +18,8 @@ from .munge import MungeKey, rotation_warning
 from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
-from .slurm import operator_module
+from .operator_moves import deployed_operator, move_problems, previous_operator
+from .slurm import operator_module, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 from .tenancy import Tenants
@@ -41,8 +43,20 @@ def kubernetes_provider(config: PlatformConfig) -> k8s.Provider:
     )
 
 
+def last_outputs(previous: pulumi.StackReference) -> dict[str, Any]:
+    """The outputs now, not as an Output: the SDK's own synchronous wait (that of its synchronous invokes)."""
+    outputs: Optional[dict[str, Any]] = _sync_await(previous.outputs.future())
+    return outputs or {}
+
+
 def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
     """Declare every component; return the stack outputs."""
+    # What this stack exported last time: the baseline of the preview-time warnings, and of the
+    # operator moves, checked before anything else is registered.
+    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
+    problems = move_problems(config, previous_operator(last_outputs(previous)))
+    if problems:
+        raise refusal(problems, config.secret_keys)
     provider = provider or kubernetes_provider(config)
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     namespace = config.cluster.namespace
@@ -73,7 +87,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             opts=in_namespace,
             adopt=config.slurm.adopt_munge_secret,
         )
-        if slurm_operator.USES_MUNGE
+        if slurm_operator.USES_MUNGE or uses_munge(config.switched_from)
         else None
     )
     slurm = SlurmCluster(
@@ -125,8 +139,6 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         # Every preview prints it (its diagnostics); the output, a line per element (the CLI cuts a long
         # string short), shows a reviewer line by line what a tenants change moves.
         pulumi.log.info(layout)
-    # What this stack exported last time: the baseline of the preview-time warnings.
-    previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
     if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
         warn_about_removed_workers(config, previous.get_output("workerNodes"))
     previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
@@ -136,6 +148,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "region": pulumi.Output.from_input(config.region),
         "namespace": pulumi.Output.from_input(namespace),
         "clusterName": pulumi.Output.from_input(config.cluster.name),
+        "slurmOperator": pulumi.Output.from_input(deployed_operator(config)),
         "workerNodes": slurm.worker_nodes,
         "slurmPhase": slurm.phase,
         "slurmUnmetConditions": slurm.unmet_conditions,

@@ -43,10 +43,10 @@ class DataVolume:
 
 
 def data_volumes(config: PlatformConfig) -> list[DataVolume]:
-    """The jail and spool (soperator only), then the shared submounts every operator mounts."""
+    """The jail and spool (soperator's, also kept after a switch from it), then the shared submounts every operator mounts."""
     storage = config.storage
     shared = [DataVolume(sub.name, sub.claim_name, sub.size, sub.static_nfs, sub.adopt) for sub in storage.submounts]
-    if not config.uses_jail:
+    if not config.keeps_jail:
         return shared
     return [
         DataVolume(JAIL_SOURCE, JAIL_CLAIM, storage.jail.size, storage.jail.static_nfs, storage.jail.adopt),

@@ -65,3 +65,32 @@ def test_the_policy_pack_runs_from_its_own_virtualenv(ws: Workspace):
     assert (ws.project / "policies" / "venv" / "bin" / "python").exists()
     result = ws.pulumi("preview", "--policy-pack", "policies", "--policy-pack-config", "policies/config/local.json", check=False)
     assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+
+
+def test_an_operator_switch_on_a_live_stack_needs_its_acknowledgement_and_keeps_the_data(ws: Workspace):
+    ws.pulumi("up", "--yes", "--skip-preview")  # the stack has run soperator 1.14.10
+    before = ws.state_file().read_text()
+    with ws.config_set("slurmOperator", "slinky"):
+        refused = ws.pulumi("up", "--yes", "--skip-preview", check=False)
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "Traceback" not in output
+        assert "slurm-platform:slurm.operatorSwitch: this stack runs soperator 1.14.10 and slurmOperator is now slinky" in output
+        assert "set slurm.operatorSwitch: {from: soperator, acknowledged: true}" in output
+        # Refused before anything was registered: every resource is as the last up left it (the
+        # StackReference, the one read, holds the outputs it read).
+        assert declared(ws.state_file().read_text()) == declared(before)
+        ws.pulumi("config", "set", "--path", "slurm-platform:slurm.operatorSwitch.from", "soperator")
+        ws.pulumi("config", "set", "--path", "slurm-platform:slurm.operatorSwitch.acknowledged", "true")
+        # As the local stack's soperator, Slinky's charts are not fetched (offline).
+        ws.pulumi("config", "set", "--path", "slurm-platform:operators.slinky.install", "false")
+        steps = ws.preview_steps()
+    changed = {s["urn"].rsplit("::", 1)[1]: s["op"] for s in steps if s["op"] not in ("same", "read")}
+    # soperator's cluster goes, Slinky's comes; the data volumes and the munge key are untouched.
+    assert changed["slurm-cluster"] == "delete" and changed["slurm-controller"] == "create"
+    assert not {name for name in changed if name.startswith(("storage-", "munge-"))}, changed
+
+
+def declared(state: str) -> list[tuple]:
+    """Each resource's identity and when it was last written (secrets are re-encrypted on every save)."""
+    resources = json.loads(state)["checkpoint"]["latest"]["resources"]
+    return [(r["urn"], r.get("id"), r.get("modified")) for r in resources if r["type"] != "pulumi:pulumi:StackReference"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.config import parse_config
+from components.config import ConfigError, parse_config
 from components.platform import build_platform
 from components.slurm import operator_module
 from tests.harness import example_stacks, run_under_mocks, stack_config
@@ -165,3 +165,74 @@ def test_scale_down_warns_with_node_names():
 def test_scale_up_and_first_deploy_do_not_warn():
     assert not [w for w in run_stack("dev", previous_outputs={"workerNodes": ["worker-0"]}).warnings if "scontrol" in w]
     assert not [w for w in run_stack("dev").warnings if "scontrol" in w]
+
+
+# --- moves between Slurm operators on a live stack (components/operator_moves.py) ------------------------
+
+
+def refused_run(stack, previous_outputs, **overrides):
+    """The program's refusal (or None) and every resource it registered before it."""
+    raw = {**stack_config(stack), **overrides}
+    config = parse_config(raw)
+    refusal = []
+
+    def program():
+        try:
+            return build_platform(config)
+        except ConfigError as error:
+            refusal.append(str(error))
+            return None
+
+    run = run_under_mocks(program, raw, stack=stack, previous_outputs=previous_outputs)
+    return (refusal[0] if refusal else None), run
+
+
+def test_switching_operators_on_a_live_stack_is_refused_before_anything_is_registered():
+    refused = 0
+    for stack in example_stacks():
+        running = parse_config(stack_config(stack)).slurm_operator
+        for before in sorted({"soperator", "ack", "slinky"} - {running}):
+            # The last update's own output, and a stack that predates it (read from installedCharts).
+            release = {"soperator": "soperator", "slinky": "slurm-operator", "ack": "ack-slurm-operator"}[before]
+            for outputs in ({"slurmOperator": {"name": before, "version": "1"}}, {"installedCharts": {release: {"version": "1"}}}):
+                message, run = refused_run(stack, outputs)
+                assert message is not None, (stack, before, outputs)
+                assert f"slurm-platform:slurm.operatorSwitch: this stack runs {before} 1 and slurmOperator is now {running}" in message
+                assert f"set slurm.operatorSwitch: {{from: {before}, acknowledged: true}}" in message
+                # The stack's own StackReference (a read) is all that was registered.
+                assert [r.type for r in run.resources] == ["pulumi:pulumi:StackReference"], (stack, [r.name for r in run.resources])
+                refused += 1
+    assert refused == 4 * len(example_stacks())
+
+
+def test_an_acknowledged_switch_keeps_the_old_operators_data_volumes_and_munge_key():
+    switch = {**stack_config("prod-hcm")["slurm"], "operatorSwitch": {"from": "soperator", "acknowledged": True}}
+    before = {"slurmOperator": {"name": "soperator", "version": "1.14.10"}}
+    message, run = refused_run("prod-hcm", before, slurm=switch)
+    assert message is None
+    claims = {r.inputs["metadata"]["name"]: r for r in run.of_type(PVC)}
+    for claim in ("jail-pvc", "controller-spool-pvc"):
+        assert claims[claim].protect and claims[claim].retain_on_delete, claim
+    # Same resource names as under soperator: the same URNs, so nothing is replaced or deleted.
+    assert {"storage-jail-pvc", "storage-controller-spool-pvc", "munge-secret"} <= {r.name for r in run.resources}
+    assert run.outputs["slurmOperator"] == {"name": "slinky", "version": "1.2.1"}
+    # Slinky mounts none of them: they are kept, not used.
+    assert not any("jail-pvc" in str(r.inputs) for r in run.resources if r.type.startswith("kubernetes:slinky.slurm.net"))
+    # Not acknowledged, or acknowledging another operator: refused.
+    for wrong in ({"from": "soperator", "acknowledged": False}, {"from": "ack", "acknowledged": True}):
+        message, _ = refused_run("prod-hcm", before, slurm={**switch, "operatorSwitch": wrong})
+        assert message and "slurm.operatorSwitch" in message, wrong
+
+
+def test_soperator_goes_forward_to_4_1_7_and_never_back():
+    message, run = refused_run("prod-hanoi", {"slurmOperator": {"name": "soperator", "version": "4.1.7"}})
+    assert message == (
+        "invalid stack config (1 problem):\n  slurm-platform:operators.soperator.version: this stack runs soperator 4.1.7 and "
+        "soperator has no way back to 1.14.10: 4.1.7's SlurmCluster has no spec.slurmNodes.worker, which 1.14.10's CRD "
+        'requires, and its workers are NodeSets, a kind 1.14.10 does not know; keep operators.soperator.version: 4.1.7; got "1.14.10"'
+    )
+    assert [r.type for r in run.resources] == ["pulumi:pulumi:StackReference"]
+    message, run = refused_run("staging-hanoi", {"slurmOperator": {"name": "soperator", "version": "1.14.10"}})
+    assert message is None and run.of_type(SLURM_CLUSTER)
+    # A first up (no outputs yet) runs whatever the config says.
+    assert refused_run("prod-hcm", None)[0] is None

@@ -19,7 +19,7 @@ from .ack import AckClusterConfig
 from .charts import OperatorsConfig
 from .fields import CLUSTER_NAME_MAX, PROJECT, PodResources, quantity_value
 from .ldap import LdapConfig
-from .parse import ConfigError, parse_config
+from .parse import ConfigError, parse_config, refusal
 from .platform import PlatformConfig
 from .pools import NodePoolConfig
 from .schema import json_schema
@@ -49,5 +49,6 @@ __all__ = [
     "login_lb_annotations",
     "parse_config",
     "quantity_value",
+    "refusal",
     "reserved_namespaces",
 ]

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ValidationError
 
 from .cloud import resolve_cloud
-from .fields import PROJECT, closest, key_path
+from .fields import PROJECT, Problem, closest, key_path
 from .ldap import REMOVED_KEYS
 from .platform import PlatformConfig
 from .rules import cross_field_problems
@@ -185,6 +185,11 @@ def _fail(lines: list[str]) -> ConfigError:
     return ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
 
 
+def refusal(problems: list[Problem], secret_keys: frozenset[str] = frozenset()) -> ConfigError:
+    """The error naming every problem: key path, message, the value (unless None)."""
+    return _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None, fix=p.fix) for p in problems])
+
+
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> PlatformConfig:
     """Validate a dict of top-level keys; raise ConfigError naming every problem.
 
@@ -200,6 +205,6 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     config._cloud_origin = origin
     problems += cross_field_problems(config)
     if problems:
-        raise _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None, fix=p.fix) for p in problems])
+        raise refusal(problems, secret_keys)
     config._secret_keys = frozenset(secret_keys)
     return config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import pulumi
 from pydantic import Field, PrivateAttr
@@ -15,16 +15,13 @@ from .fields import Model
 from .ldap import LdapConfig
 from .network import NetworkPoliciesConfig
 from .pools import NodePoolConfig, default_pools
-from .slurm import PartitionConfig, SlurmConfig
-from .slurm_operators import settings_of
+from .slurm import PartitionConfig, SlurmConfig, SlurmOperatorKind
+from .slurm_operators import SLURM_OPERATORS, settings_of
 from .storage import StorageConfig
 from .tenants import TenantConfig
 
 # ---------------------------------------------------------------------------
 # The whole stack
-
-
-SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
 
 
 class PlatformConfig(Model):
@@ -93,6 +90,17 @@ class PlatformConfig(Model):
     def uses_jail(self) -> bool:
         """jail-pvc and controller-spool-pvc are soperator's; ACK and Slinky pods have their own root FS."""
         return bool(settings_of(self).USES_JAIL)
+
+    @property
+    def switched_from(self) -> Optional[SlurmOperatorKind]:
+        """The operator an acknowledged switch left, whose data the stack keeps (slurm.operatorSwitch)."""
+        switch = self.slurm.operator_switch
+        return switch.from_operator if switch and switch.acknowledged and switch.from_operator != self.slurm_operator else None
+
+    @property
+    def keeps_jail(self) -> bool:
+        """The jail and spool claims are declared: the operator mounts them, or they are kept from the one before."""
+        return self.uses_jail or bool(self.switched_from and SLURM_OPERATORS[self.switched_from].USES_JAIL)
 
     @property
     def jail_is_static(self) -> bool:

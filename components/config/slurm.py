@@ -178,6 +178,20 @@ def default_partitions() -> list[PartitionConfig]:
     return [PartitionConfig(name="main", default=True)]
 
 
+SlurmOperatorKind = Literal["soperator", "ack", "slinky"]
+
+
+class OperatorSwitchConfig(Model):
+    """The acknowledgement a switch of Slurm operator on a live stack needs (components/operator_moves.py)."""
+
+    from_operator: SlurmOperatorKind = Field(..., alias="from", description="The Slurm operator the stack ran until now (its slurmOperator output).")
+    acknowledged: bool = Field(
+        False,
+        description="true: the old operator's Slurm cluster goes (its slurmctld state, queue and running jobs); its data "
+        "volumes (jail, spool) and munge key stay in the stack, protected and retained. Keep the key while they do.",
+    )
+
+
 class SlurmConfig(Model):
     """The Slurm cluster: its pods, accounting, login exposure, partitions and each operator's own settings."""
 
@@ -201,6 +215,9 @@ class SlurmConfig(Model):
     )
     ack: Optional[AckClusterConfig] = Field(None, description="ack-slurm-operator settings (required with slurmOperator: ack).")
     slinky: SlinkyClusterConfig = Field(SlinkyClusterConfig(), description="Slinky's images and volumes (slurmOperator: slinky).")
+    operator_switch: Optional[OperatorSwitchConfig] = Field(
+        None, description="Set when slurmOperator changes on a stack that has run: the old operator and the acknowledgement."
+    )
 
 
 def partition_problems(config: PlatformConfig) -> Iterator[Problem]:

@@ -125,3 +125,11 @@ def operator_module(config: PlatformConfig) -> SlurmOperator:
 def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:
     """The manifests of one kind (and role), for tests and policies."""
     return [r.manifest for r in rendered if r.manifest["kind"] == kind and (role is None or r.role == role)]
+
+
+def uses_munge(operator: Optional[str]) -> bool:
+    """Whether any release of the named operator mounts the platform's munge Secret (None: no operator)."""
+    from . import ack, slinky, soperator1, soperator4
+
+    modules = {"soperator": (soperator1, soperator4), "ack": (ack,), "slinky": (slinky,)}
+    return any(module.USES_MUNGE for module in modules.get(operator or "", ()))
