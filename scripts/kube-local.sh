@@ -395,6 +395,15 @@ charts() {
 	rm -rf "$dest"
 	mkdir -p "$dest"
 	cp -r "$sources/charts/." "$dest/"
+	# soperator 4.1.7's CRDs chart carries the contract's CRDs. It takes over the SlurmCluster CRD that
+	# `start` applied (field manager kube-local) with pulumi.com/patchForce, as the real 4.1.7 chart
+	# updates the one the 1.14.10 chart made.
+	local crds=$dest/soperator-4.1.7/helm-soperator-crds/crds contract
+	mkdir -p "$crds"
+	for contract in "$here/../contracts/soperator/4.1.7/"*.json; do
+		sed 's|^ "metadata": {$| "metadata": {"annotations": {"pulumi.com/patchForce": "true"},|' "$contract" >"$crds/${contract##*/}"
+		grep -q patchForce "$crds/${contract##*/}" || die "no metadata line to annotate in $contract"
+	done
 }
 
 # What a managed cluster has before any stack: the upstream CRDs the project

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from slurm_rules.cell_fit import TENANTS_COMPONENT
 
 from components.config import PlatformConfig
 from components.operator_charts import KUEUE_DEFAULT_CONFIGURATION, kueue_configuration
@@ -164,6 +165,34 @@ def assert_stored_as_sent(cluster: LocalCluster, operator: str, manifests: list[
         stored = json.loads(result.stdout)
         # Nothing we sent was pruned: the server kept every field.
         assert contains(stored["spec"], manifest["spec"]), (operator, manifest["kind"], manifest["metadata"]["name"])
+
+
+def data_snapshot(cluster: LocalCluster, namespace: str, munge_secret: str) -> dict[str, Any]:
+    """What no day-2 change may touch: every claim of the Slurm namespace (jail, spool, submounts, LDAP's,
+    the accounting database's) with its UID and volume, each bound volume's UID, the munge key's bytes,
+    the MariaDB CRs (where the kind exists) and the tenants' namespaces, by UID."""
+    claims = json.loads(cluster.kubectl("get", "pvc", "-n", namespace, "-o", "json").stdout)["items"]
+    assert claims, f"no claims in {namespace}"
+    volumes = [c["spec"]["volumeName"] for c in claims if c["spec"].get("volumeName")]
+    mariadbs = cluster.kubectl("get", "mariadbs.k8s.mariadb.com", "-n", namespace, "-o", "json", check=False)
+    selector = f"app.kubernetes.io/component={TENANTS_COMPONENT}"
+    tenants = json.loads(cluster.kubectl("get", "namespaces", "-l", selector, "-o", "json").stdout)["items"]
+    return {
+        "claims": {c["metadata"]["name"]: (c["metadata"]["uid"], c["spec"].get("volumeName")) for c in claims},
+        "volumes": {name: cluster.require("pv", name)["metadata"]["uid"] for name in volumes},
+        "munge": cluster.require("secret", munge_secret, namespace)["data"],
+        "mariadb": {m["metadata"]["name"]: m["metadata"]["uid"] for m in json.loads(mariadbs.stdout)["items"]} if mariadbs.returncode == 0 else None,
+        "tenants": {n["metadata"]["name"]: n["metadata"]["uid"] for n in tenants},
+    }
+
+
+def assert_data_kept(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Everything of `before` (a data_snapshot) is in `after`, the same object (UID) with the same bytes;
+    what came since (a new submount's claim) may be there too."""
+    for part in ("claims", "volumes", "tenants"):
+        assert {key: after[part].get(key) for key in before[part]} == before[part], part
+    assert after["munge"] == before["munge"]
+    assert before["mariadb"] is None or {key: (after["mariadb"] or {}).get(key) for key in before["mariadb"]} == before["mariadb"]
 
 
 def _alive(pid: int) -> bool:

@@ -236,3 +236,27 @@ def test_soperator_goes_forward_to_4_1_7_and_never_back():
     assert message is None and run.of_type(SLURM_CLUSTER)
     # A first up (no outputs yet) runs whatever the config says.
     assert refused_run("prod-hcm", None)[0] is None
+
+
+def test_the_upgrade_moves_the_crds_chart_first_and_only_then():
+    from components.operator_charts import chart_releases
+
+    raw = stack_config("prod-hanoi")
+    raw["operators"] = {**raw["operators"], "soperator": {"crdsVersion": "4.1.7"}}
+    versions = {r.key: r.version for r in chart_releases(parse_config(raw))}
+    assert (versions["soperator-crds"], versions["soperator"]) == ("4.1.7", "1.14.10")
+    raw["operators"]["soperator"] = {"crdsVersion": "4.1.7", "version": "4.1.7"}
+    with pytest.raises(ConfigError, match=r"slurm-platform:operators.soperator.crdsVersion: only the first step .* remove it; got \"4.1.7\""):
+        parse_config(raw)
+
+
+def test_recover_finds_each_pending_create_as_kubectl_names_it():
+    from tools.recover import kubernetes_object
+
+    claim = {"type": "kubernetes:core/v1:PersistentVolumeClaim", "inputs": {"metadata": {"name": "jail-pvc", "namespace": "fpt-hpc"}}}
+    assert kubernetes_object(claim) == ("persistentvolumeclaim.v1.", "jail-pvc", "fpt-hpc")
+    crd = {"type": "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "inputs": {"metadata": {"name": "nodesets.slurm.nebius.ai"}}}
+    assert kubernetes_object(crd) == ("customresourcedefinition.v1.apiextensions.k8s.io", "nodesets.slurm.nebius.ai", "")
+    # Not objects of the cluster: cleared, and the next up creates them.
+    assert kubernetes_object({"type": "random:index/randomPassword:RandomPassword", "inputs": {}}) is None
+    assert kubernetes_object({"type": "kubernetes:helm.sh/v4:Chart", "inputs": {}}) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
@@ -41,6 +41,11 @@ class SoperatorConfig(ChartConfig):
         "oci://cr.eu-north1.nebius.cloud/soperator",
         description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
     )
+    crds_version: Optional[Literal["4.1.7"]] = Field(
+        None,
+        description="The CRDs chart ahead of the operator: 4.1.7 with version 1.14.10 is the upgrade's first up (the "
+        "CRDs alone, so the next preview checks the 4.1.7 SlurmCluster against them); unset: version.",
+    )
 
 
 def image_tag(config: PlatformConfig) -> str:
@@ -59,6 +64,13 @@ def problems(config: PlatformConfig) -> Iterator[Problem]:
     version = config.operators.soperator.version
     if version == "4.1.7" and slurm.controller.size != 1:
         yield Problem(("slurm", "controller", "size"), "must be 1 with soperator 4.1.7 (it runs a single slurmctld)", slurm.controller.size)
+    crds_version = config.operators.soperator.crds_version
+    if crds_version is not None and version != "1.14.10":
+        yield Problem(
+            ("operators", "soperator", "crdsVersion"),
+            f"only the first step of the 1.14.10 -> 4.1.7 upgrade sets it (with version 1.14.10); with version {version}, remove it",
+            crds_version,
+        )
     if version == "1.14.10" and config.tenants:
         yield Problem(
             ("tenants",),

@@ -231,7 +231,7 @@ def soperator_releases(config: PlatformConfig, values: dict[str, Any], after: tu
     crds_chart, crds_repo = chart_source(sop.repository, "helm-soperator-crds")
     chart, repo = chart_source(sop.repository, "helm-soperator")
     return [
-        ChartRelease(SOPERATOR_CRDS, crds_chart, sop.version, sop.namespace, repo=crds_repo),
+        ChartRelease(SOPERATOR_CRDS, crds_chart, sop.crds_version or sop.version, sop.namespace, repo=crds_repo),
         ChartRelease(
             SOPERATOR,
             chart,
