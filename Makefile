@@ -33,7 +33,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight schema docs benchmark
+.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight recover schema docs benchmark
 
 venv: $(STAMP)
 
@@ -111,6 +111,13 @@ preview: $(STAMP) $(POLICY_STAMP) toolchain
 	$(if $(filter kwok,$(STACK)),&& export KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") && \
 	pulumi preview --diff --stack $(STACK) --non-interactive --parallel $(PARALLEL) \
 		--policy-pack policies --policy-pack-config policies/config/$(STACK).json
+
+# After a CLI killed outright in the middle of an update (tools/recover.py): the stack's lock removed, each
+# pending create imported when the cluster has it, cleared when not. The kwok stack's cluster is kube-local.sh's.
+recover: $(STAMP) toolchain
+	$(PULUMI_ENV) $(if $(filter local kwok,$(STACK)),&& export $(LOCAL_ENV)) \
+	$(if $(filter kwok,$(STACK)),&& export KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)" KUBECTL="$$(scripts/kube-local.sh bin)/kubectl") && \
+	$(PYTHON) -m tools.recover --stack $(STACK)
 
 # What the live cluster of the stack's kubeconfig context lacks, before `up` (tools/preflight.py): reads only;
 # exits 1 naming each failing check and its fix. The kwok stack's control plane is scripts/kube-local.sh's.

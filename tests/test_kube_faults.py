@@ -7,17 +7,20 @@ protected volumes and the munge Secret unchanged (same UID, same data).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
 from tests.engine import Workspace
-from tests.kube import KWOK_STACK, LocalCluster, wait_until
+from tests.harness import ROOT
+from tests.kube import KWOK_STACK, LocalCluster, assert_data_kept, data_snapshot, wait_until
 
 NAMESPACE = "fpt-hpc"
 MUNGE_SECRET = "fpt-hpc-munge"
-PROTECTED_CLAIMS = ["jail-pvc", "controller-spool-pvc", "jail-submount-mlperf-sd-pvc"]
 NEW_CLAIMS = 3
 UP_TIMEOUT = 600
 # What the CLI prints when the Kubernetes provider plugin crashed.
@@ -29,13 +32,6 @@ def ws(ws):
     """The shared kwok workspace (conftest), after a first up."""
     ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
     return ws
-
-
-def data_fingerprint(cluster: LocalCluster) -> dict:
-    """What must never change: the UIDs of the data volumes and the munge Secret, and the Secret's data."""
-    claims = {claim: cluster.require("pvc", claim, NAMESPACE)["metadata"]["uid"] for claim in PROTECTED_CLAIMS}
-    secret = cluster.require("secret", MUNGE_SECRET, NAMESPACE)
-    return {"claims": claims, "munge": (secret["metadata"]["uid"], secret["data"])}
 
 
 def start_up(ws: Workspace, prefix: str) -> subprocess.Popen:
@@ -75,6 +71,14 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode, output
 
 
+def recorded_pending(ws: Workspace) -> bool:
+    """The stack's state file (file backend) lists pending operations: read as it is, lock or not."""
+    try:
+        return bool(json.loads(ws.state_file(KWOK_STACK).read_text())["checkpoint"]["latest"].get("pending_operations"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+
+
 def pending_operations(ws: Workspace) -> list[dict]:
     deployment = json.loads(ws.pulumi("stack", "export", stack=KWOK_STACK).stdout)["deployment"]
     return deployment.get("pending_operations") or []
@@ -85,14 +89,14 @@ def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) ->
     assert not pending_operations(ws)
     ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
     ws.pulumi("preview", "--expect-no-changes", stack=KWOK_STACK)
-    assert data_fingerprint(cluster) == before
+    assert_data_kept(before, data_snapshot(cluster, NAMESPACE, MUNGE_SECRET))
     for index in range(NEW_CLAIMS):
         assert cluster.require("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
 
 
 @pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
 def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converges(ws, cluster, process):
-    before = data_fingerprint(cluster)
+    before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
     prefix = f"kill-{process.removeprefix('kube-')}"
     up = start_up(ws, prefix)
     try:
@@ -128,7 +132,7 @@ def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converge
 
 def test_sigint_mid_up_stops_cleanly_and_the_next_up_converges(ws, cluster):
     """Ctrl-C: the CLI cancels, lets the operations in flight finish, records them, and exits non-zero."""
-    before = data_fingerprint(cluster)
+    before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
     code, output = interrupted_up(ws, cluster, "sigint", signal.SIGINT)
     assert code != 0, output
     pending = pending_operations(ws)
@@ -156,3 +160,52 @@ def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: in
     finally:
         if up.poll() is None:
             up.kill()
+
+
+# Each round: a SIGKILL mid-up, `make recover`, and an up that converges within UP_TIMEOUT.
+KILL_ROUNDS = 3
+
+
+@pytest.mark.parametrize("round_", range(KILL_ROUNDS))
+def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster, round_):
+    """A hard-cancelled CI job: the CLI and its plugins killed outright while creates are in flight."""
+    before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
+    prefix = f"sigkill-{round_}"
+    up = start_up(ws, prefix)
+    assert up.stdout is not None
+    seen = []
+    try:
+        for line in up.stdout:
+            seen.append(line)
+            if f"jail-submount-{prefix}-0" in line and "creating" in line:
+                # Once the state records creates in flight (the CLI prints a step before it saves it) ...
+                wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
+                # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
+                os.killpg(up.pid, signal.SIGKILL)
+                break
+        else:
+            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
+        assert up.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+    pending = pending_operations(ws)
+    print(f"SIGKILL round {round_}: pending operations: {[op['resource']['urn'].rsplit('::', 1)[-1] for op in pending]}")
+    assert pending and all(op["type"] == "creating" for op in pending)
+    # The killed CLI's lock stays (the file backend's lock file), until the recovery's `pulumi cancel`.
+    locks = lambda: list(ws.state.glob(f".pulumi/locks/**/{KWOK_STACK}/*.json"))  # noqa: E731
+    assert locks(), sorted(str(p.relative_to(ws.state)) for p in ws.state.rglob("*"))
+    recovered = subprocess.run(
+        [sys.executable, "-m", "tools.recover", "--stack", KWOK_STACK, "--kubectl", str(cluster.kubectl_path)],
+        cwd=ws.project,
+        env={**ws.env, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    print(recovered.stdout)
+    assert "imported:" in recovered.stdout and "cleared:" in recovered.stdout and not locks()
+    started = time.monotonic()
+    converge(ws, cluster, before, prefix)
+    print(f"SIGKILL round {round_}: the up after recovery converged in {time.monotonic() - started:.1f} s")
