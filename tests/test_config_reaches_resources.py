@@ -237,7 +237,12 @@ def test_operator_values_from_typed_config():
     raw = with_changes("prod-hanoi", operators={"gpuOperator": {"driverVersion": "550.127.08"}})
     config = parse_config(raw)
     assert gpu_operator_values(config)["driver"] == {"enabled": True, "version": "550.127.08"}
-    assert network_operator_values(config) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}, "upgradeCRDs": False}
+    # The chart's NodeFeatureRule stays on: the GPU operator's NFD serves it.
+    assert network_operator_values(config) == {
+        "nfd": {"enabled": False, "deployNodeFeatureRules": True},
+        "sriovNetworkOperator": {"enabled": False},
+        "upgradeCRDs": False,
+    }
     assert soperator_values(config)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "true"
     external = parse_config(stack_config("prod-hangzhou"))
     assert soperator_values(external)["controllerManager"]["manager"]["env"]["isMariadbCrdInstalled"] == "false"

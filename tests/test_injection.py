@@ -72,6 +72,9 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "slurm.login.allowedSourceRanges": [],
             "slurm.login.sshAddress": "login.hpc.example.internal",
             "networkPolicies.dnsCidrs": ["169.254.20.10/32"],
+            # The upgrade's first step, and a switch acknowledged from another operator.
+            "operators.soperator.crdsVersion": "4.1.7",
+            "slurm.operatorSwitch": {"from": "ack", "acknowledged": True},
         },
     ),
     "soperator 4.1.7": (

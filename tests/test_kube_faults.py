@@ -94,6 +94,57 @@ def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) ->
         assert cluster.require("pvc", f"jail-submount-{prefix}-{index}-pvc", NAMESPACE)["status"]["phase"] == "Bound"
 
 
+# Each round: a SIGKILL mid-up, `make recover`, and an up that converges within UP_TIMEOUT.
+KILL_ROUNDS = 3
+
+
+@pytest.mark.parametrize("round_", range(KILL_ROUNDS))
+def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster, round_):
+    """A hard-cancelled CI job: the CLI and its plugins killed outright while creates are in flight. Before the
+    control plane kills below: after an outage the node controller marks the stand-in pods NotReady and kwok
+    never marks them Ready again, and the recovery's refresh makes the next up roll those workloads out."""
+    before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
+    prefix = f"sigkill-{round_}"
+    up = start_up(ws, prefix)
+    assert up.stdout is not None
+    seen = []
+    try:
+        for line in up.stdout:
+            seen.append(line)
+            if f"jail-submount-{prefix}-0" in line and "creating" in line:
+                # Once the state records creates in flight (the CLI prints a step before it saves it) ...
+                wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
+                # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
+                os.killpg(up.pid, signal.SIGKILL)
+                break
+        else:
+            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
+        assert up.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+    pending = pending_operations(ws)
+    print(f"SIGKILL round {round_}: pending operations: {[op['resource']['urn'].rsplit('::', 1)[-1] for op in pending]}")
+    assert pending and all(op["type"] == "creating" for op in pending)
+    # The killed CLI's lock stays (the file backend's lock file), until the recovery's `pulumi cancel`.
+    locks = lambda: list(ws.state.glob(f".pulumi/locks/**/{KWOK_STACK}/*.json"))  # noqa: E731
+    assert locks(), sorted(str(p.relative_to(ws.state)) for p in ws.state.rglob("*"))
+    recovered = subprocess.run(
+        [sys.executable, "-m", "tools.recover", "--stack", KWOK_STACK, "--kubectl", str(cluster.kubectl_path)],
+        cwd=ws.project,
+        env={**ws.env, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    print(recovered.stdout)
+    assert "imported:" in recovered.stdout and "cleared:" in recovered.stdout and not locks()
+    started = time.monotonic()
+    converge(ws, cluster, before, prefix)
+    print(f"SIGKILL round {round_}: the up after recovery converged in {time.monotonic() - started:.1f} s")
+
+
 @pytest.mark.parametrize("process", ["kube-apiserver", "etcd"])
 def test_killing_the_control_plane_mid_up_fails_clearly_and_the_next_up_converges(ws, cluster, process):
     before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
@@ -160,52 +211,3 @@ def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: in
     finally:
         if up.poll() is None:
             up.kill()
-
-
-# Each round: a SIGKILL mid-up, `make recover`, and an up that converges within UP_TIMEOUT.
-KILL_ROUNDS = 3
-
-
-@pytest.mark.parametrize("round_", range(KILL_ROUNDS))
-def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster, round_):
-    """A hard-cancelled CI job: the CLI and its plugins killed outright while creates are in flight."""
-    before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
-    prefix = f"sigkill-{round_}"
-    up = start_up(ws, prefix)
-    assert up.stdout is not None
-    seen = []
-    try:
-        for line in up.stdout:
-            seen.append(line)
-            if f"jail-submount-{prefix}-0" in line and "creating" in line:
-                # Once the state records creates in flight (the CLI prints a step before it saves it) ...
-                wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
-                # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
-                os.killpg(up.pid, signal.SIGKILL)
-                break
-        else:
-            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
-        assert up.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
-    pending = pending_operations(ws)
-    print(f"SIGKILL round {round_}: pending operations: {[op['resource']['urn'].rsplit('::', 1)[-1] for op in pending]}")
-    assert pending and all(op["type"] == "creating" for op in pending)
-    # The killed CLI's lock stays (the file backend's lock file), until the recovery's `pulumi cancel`.
-    locks = lambda: list(ws.state.glob(f".pulumi/locks/**/{KWOK_STACK}/*.json"))  # noqa: E731
-    assert locks(), sorted(str(p.relative_to(ws.state)) for p in ws.state.rglob("*"))
-    recovered = subprocess.run(
-        [sys.executable, "-m", "tools.recover", "--stack", KWOK_STACK, "--kubectl", str(cluster.kubectl_path)],
-        cwd=ws.project,
-        env={**ws.env, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
-    print(recovered.stdout)
-    assert "imported:" in recovered.stdout and "cleared:" in recovered.stdout and not locks()
-    started = time.monotonic()
-    converge(ws, cluster, before, prefix)
-    print(f"SIGKILL round {round_}: the up after recovery converged in {time.monotonic() - started:.1f} s")

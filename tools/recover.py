@@ -79,11 +79,7 @@ def recover(stack: str, kubectl: str) -> dict[str, list[str]]:
             os.unlink(state.name)
     if imports:
         pairs = [arg for urn, object_id in imports for arg in ("--import-pending-creates", urn, "--import-pending-creates", object_id)]
-        # Only these: a refresh of the whole stack also rewrites what it reads of the workloads, and the next
-        # up then updates them and awaits their rollout, 10 minutes by default where a pod is not Ready
-        # (after an outage: the up that "hung for 10 minutes").
-        targets = [arg for urn, _ in imports for arg in ("--target", urn)]
-        pulumi(stack, "refresh", "--yes", "--skip-preview", *targets, *pairs)
+        pulumi(stack, "refresh", "--yes", "--skip-preview", *pairs)
     return {"imported": [urn for urn, _ in imports], "cleared": cleared}
 
 
