@@ -106,19 +106,12 @@ def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster,
     before = data_snapshot(cluster, NAMESPACE, MUNGE_SECRET)
     prefix = f"sigkill-{round_}"
     up = start_up(ws, prefix)
-    assert up.stdout is not None
-    seen = []
     try:
-        for line in up.stdout:
-            seen.append(line)
-            if f"jail-submount-{prefix}-0" in line and "creating" in line:
-                # Once the state records creates in flight (the CLI prints a step before it saves it) ...
-                wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
-                # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
-                os.killpg(up.pid, signal.SIGKILL)
-                break
-        else:
-            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
+        read_until_first_claim_create(up, prefix)
+        # Once the state records creates in flight (the CLI prints a step before it saves it) ...
+        wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
+        # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
+        os.killpg(up.pid, signal.SIGKILL)
         assert up.wait(timeout=30) == -signal.SIGKILL
     finally:
         if up.poll() is None:
@@ -193,21 +186,25 @@ def test_sigint_mid_up_stops_cleanly_and_the_next_up_converges(ws, cluster):
 
 
 def interrupted_up(ws: Workspace, cluster: LocalCluster, prefix: str, signum: int) -> tuple[int, str]:
-    """The signal goes the moment the CLI reports creating the first new claim (its own output, read
-    as it comes: polling the API server could see the claim only after a fast up had finished)."""
+    """The signal goes the moment the CLI reports creating the first new claim."""
     up = start_up(ws, prefix)
-    assert up.stdout is not None
-    seen = []
     try:
-        for line in up.stdout:
-            seen.append(line)
-            if f"jail-submount-{prefix}-0" in line and "creating" in line:
-                up.send_signal(signum)
-                break
-        else:
-            raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
+        seen = read_until_first_claim_create(up, prefix)
+        up.send_signal(signum)
         code, rest = finish(up)
-        return code, "".join(seen) + rest
+        return code, seen + rest
     finally:
         if up.poll() is None:
             up.kill()
+
+
+def read_until_first_claim_create(up: subprocess.Popen[str], prefix: str) -> str:
+    """The CLI's output up to the line reporting the first new claim's create (its own output, read as it
+    comes: polling the API server could see the claim only after a fast up had finished)."""
+    assert up.stdout is not None
+    seen = []
+    for line in up.stdout:
+        seen.append(line)
+        if f"jail-submount-{prefix}-0" in line and "creating" in line:
+            return "".join(seen)
+    raise AssertionError("the up ended before creating its first new claim:\n" + "".join(seen)[-4000:])
