@@ -7,7 +7,8 @@ scheduler, kwok nodes shaped like the pools with their topology labels) and one 
 stopped by PID pass or fail. The stack is prod-hoalac made Kueue-sized: pool h100 with 4 Slurm
 workers and 2 Kueue nodes (16 GPUs: vision's kueueCells 8 and speech's 8, speech now with a
 namespace), in racks of 2 nodes and blocks of 4. Its tenant namespaces, quotas, policies, priority
-classes and every Kueue object are created verbatim from the program's render functions. Stand-in
+classes, its Slurm cluster (soperator 4.1.7's stand-in charts) and every Kueue object are created by a
+real `pulumi up` of that stack (the kwok stack made a tenant stack), with Kueue's controller running. Stand-in
 slurmd pods (the workers' placement and GPU requests from components/slurm/common.py) hold all GPUs of
 four nodes, as soperator's workers do.
 
@@ -25,14 +26,15 @@ from functools import partial
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.utils import parse_quantity
 
 from components import kueue, tenancy
-from components.config import PlatformConfig, parse_config
-from components.slurm import operator_module
+from components.config import parse_config
 from components.slurm.common import system_priority_class_name, worker_placement
+from tests.engine import Workspace
 from tests.harness import stack_config
-from tests.kube import KueueController, LocalCluster, contains, wait_until
+from tests.kube import CHARTS_DIR, KWOK_STACK, KueueController, LocalCluster, contains, kwok_workspace, wait_until
 from tests.test_kube_operators import RESTRICTED_CONTAINER, RESTRICTED_POD_SECURITY, wait_for_quotas
 
 BLOCK, RACK, HOST = "cloud.example.com/block", "cloud.example.com/rack", "kubernetes.io/hostname"
@@ -43,40 +45,62 @@ POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 GPU = tenancy.GPU
 TENANTS = ("vision", "speech")
-# The kinds that decide what a tenant namespace admits and what runs beside Slurm (as tests/test_kube_operators.py).
-TENANT_KINDS = ("Namespace", "ResourceQuota", "LimitRange", "PriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
-def kueue_stack() -> PlatformConfig:
-    raw = copy.deepcopy(stack_config("prod-hoalac"))
-    h100 = next(pool for pool in raw["nodePools"] if pool["name"] == "h100")
+def kueue_stack() -> dict[str, Any]:
+    """The kwok stack made a tenant stack: prod-hoalac's cluster, tenants and h100 pool, Kueue-sized (6 nodes, 4 Slurm
+    workers, racks and blocks), on soperator 4.1.7's stand-in charts (tenants need its partitions and preemption) and
+    the Kueue controller this module runs (install: false). Accounting and LDAP as the kwok stack has them."""
+    raw = copy.deepcopy(stack_config(KWOK_STACK))
+    hoalac = stack_config("prod-hoalac")
+    h100 = copy.deepcopy(next(pool for pool in hoalac["nodePools"] if pool["name"] == "h100"))
     h100.update(nodeCount=6, slurmWorkers=4, topologyLabels=[BLOCK, RACK])
+    raw["nodePools"] = [h100 if pool.get("gpusPerNode") else pool for pool in raw["nodePools"]]
+    raw["operators"]["soperator"] = {"version": "4.1.7", "repository": f"./{CHARTS_DIR}/soperator-4.1.7"}
+    raw["operators"]["certManager"] = {"install": False}  # soperator 4.x would install it; kube-local.sh has no stand-in
+    raw["operators"]["kueue"] = {"enabled": True, "install": False}
+    raw["cluster"] = copy.deepcopy(hoalac["cluster"])
+    raw["slurm"]["worker"] = {"slurmd": hoalac["slurm"]["worker"]["slurmd"]}
+    raw["tenants"] = copy.deepcopy(hoalac["tenants"])
     speech = next(tenant for tenant in raw["tenants"] if tenant["name"] == "speech")
     speech.update(namespace=True, kueueCells=[{"pool": "h100", "gpusPerCell": 4, "cells": 2}])
-    return parse_config(raw)
+    return raw
 
 
-CONFIG = kueue_stack()
+STACK = kueue_stack()
+CONFIG = parse_config(STACK)
 POOL = next(pool for pool in CONFIG.gpu_pools if pool.name == "h100")
 FLAVOR = kueue.flavor_name(CONFIG, POOL)
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: LocalCluster) -> Iterator[KueueController]:
+def controller(cluster: LocalCluster) -> KueueController:
     cluster.add_nodes(CONFIG)
     controller = KueueController(cluster, CONFIG)
     controller.start()
-    slurm_namespace = CONFIG.cluster.namespace
-    cluster.kubectl("create", "namespace", slurm_namespace)
-    rendered = tenancy.render(CONFIG) + operator_module(CONFIG).render(CONFIG) + kueue.render(CONFIG)
-    cluster.apply([r.manifest for r in rendered if r.manifest["kind"] in TENANT_KINDS])
+    return controller
+
+
+@pytest.fixture(scope="module")
+def stack(cluster: LocalCluster, controller: KueueController, tmp_path_factory) -> Workspace:
+    """The tenant stack, up: a real `pulumi up` creates the tenants' namespaces, quotas, policies and priority classes,
+    the Slurm cluster, and every Kueue object, with Kueue's controller already reading them."""
+    ws = kwok_workspace(tmp_path_factory.mktemp("kueue-stack"), cluster)
+    stack_file = ws.project / f"Pulumi.{KWOK_STACK}.yaml"
+    settings = yaml.safe_load(stack_file.read_text())
+    stack_file.write_text(yaml.safe_dump({**settings, "config": {f"slurm-platform:{key}": value for key, value in STACK.items()}}))
+    ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
     for tenant in TENANTS:
         wait_for_quotas(cluster, tenant)
-    # The Kueue objects, verbatim, in the order the program declares them.
-    cluster.apply([r.manifest for r in kueue.render(CONFIG) if r.manifest["apiVersion"] == kueue.API_VERSION])
+    return ws
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster, controller: KueueController, stack: Workspace) -> KueueController:
     cluster.apply(slurmd_stand_ins())
-    wait_until("every stand-in slurmd pod to run", lambda: len(running_pods(cluster, slurm_namespace)) == POOL.worker_replicas, timeout=60)
-    yield controller
+    namespace = CONFIG.cluster.namespace
+    wait_until("every stand-in slurmd pod to run", lambda: len(running_pods(cluster, namespace, "app=slurmd")) == POOL.worker_replicas, timeout=60)
+    return controller
 
 
 @pytest.fixture(autouse=True)
@@ -314,15 +338,26 @@ def as_quantities(value: Any) -> Any:
     return value
 
 
-def test_the_controller_reports_every_rendered_object_active(cluster, kube):
-    """Every Kueue object the program renders is stored verbatim, and the controller reports each queue Active
-    (a ClusterQueue is inactive while a flavor, its topology or anything it names is missing or unsupported)."""
+def test_the_controller_reports_every_rendered_object_active(cluster, kube, stack):
+    """The up created every Kueue object the program renders (each in the stack's state), stored verbatim, each
+    flavor and topology a ClusterQueue names exists, and the controller reports each queue Active (a ClusterQueue
+    is inactive while a flavor, its topology or anything it names is missing or unsupported)."""
     rendered = [r.manifest for r in kueue.render(CONFIG) if r.manifest["apiVersion"] == kueue.API_VERSION]
     kinds = {m["kind"] for m in rendered}
     assert kinds == {"Topology", "ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"}, kinds
+    state = json.loads(stack.pulumi("stack", "export", stack=KWOK_STACK).stdout)["deployment"]["resources"]
+    created = {(r["type"], r["outputs"]["metadata"]["name"]) for r in state if r["type"].startswith(f"kubernetes:{kueue.API_VERSION}:")}
+    assert created == {(f"kubernetes:{m['apiVersion']}:{m['kind']}", m["metadata"]["name"]) for m in rendered}, created
     for manifest in rendered:
         stored = cluster.require(f"{manifest['kind'].lower()}.kueue.x-k8s.io", manifest["metadata"]["name"], manifest["metadata"].get("namespace"))
         assert contains(as_quantities(stored), as_quantities({k: v for k, v in manifest.items() if k != "metadata"})), manifest["metadata"]["name"]
+    names = {kind: {m["metadata"]["name"] for m in rendered if m["kind"] == kind} for kind in kinds}
+    for manifest in rendered:
+        if manifest["kind"] == "ClusterQueue":
+            flavors = {f["name"] for group in manifest["spec"]["resourceGroups"] for f in group["flavors"]}
+            assert flavors and flavors <= names["ResourceFlavor"], (manifest["metadata"]["name"], flavors)
+        if manifest["kind"] == "ResourceFlavor":
+            assert manifest["spec"]["topologyName"] in names["Topology"], manifest["metadata"]["name"]
     queues = [m for m in rendered if m["kind"] in ("ClusterQueue", "LocalQueue")]
     assert {m["metadata"]["name"] for m in queues if m["kind"] == "ClusterQueue"} == {"vision", "speech"}
 
