@@ -17,7 +17,7 @@ from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.slurm import ack
 from tests.engine import ToolchainError, new_workspace
 from tests.harness import stack_config
-from tests.services import SlurmLab, require_packages
+from tests.services import GENERATIONS, SlurmLab, require_packages
 from tests.test_engine import generated_secrets
 
 
@@ -38,12 +38,13 @@ def mounted_key(tmp_path_factory) -> bytes:
     return key
 
 
-@pytest.fixture
-def lab():
+@pytest.fixture(params=list(GENERATIONS))
+def lab(request):
+    """munge of each Slurm generation's root filesystem."""
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-munge-"))
     root.chmod(0o755)
-    lab = SlurmLab(root, "munge")
+    lab = SlurmLab(root, "munge", request.param)
     try:
         yield lab
     finally:
