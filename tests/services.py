@@ -388,33 +388,41 @@ class SlurmLab(Lab):
         )
         wait_for(lambda: (run / "mysqld.sock").exists(), "MariaDB's socket", 60)
         # slurmdbd's account, by password: the generation's slurm user is not the host's.
-        grant = f"CREATE USER slurm@localhost IDENTIFIED BY '{SLURMDBD_DB_PASSWORD}'; GRANT ALL ON slurm_acct_db.* TO slurm@localhost"
+        grant = f"CREATE USER slurm@localhost IDENTIFIED BY '{SLURMDBD_DB_PASSWORD}'; GRANT ALL ON `slurm_acct_db%`.* TO slurm@localhost"
         self.run("mariadb", "--no-defaults", f"--socket={run}/mysqld.sock", "-e", grant, host=True)
 
-    def slurmdbd(self) -> None:
-        conf = self.slurm_etc / "slurmdbd.conf"
+    def slurmdbd(self, user: str = "root", name: str = "") -> int:
+        """slurmdbd as `user`, its port returned: the lab's (on `dbd_port`), or, given a `name`, one more of
+        its own (its own database). slurmctld from 23.11 on takes slurmdbd's updates (new associations) only
+        from root or its own SlurmUser, and slurmdbd registers only a slurmctld of root or its SlurmUser:
+        so each cluster's slurmdbd runs as that cluster's SlurmUser, as a deployment has them."""
+        etc = self.dir(f"etc-slurmdbd-{name}") if name else self.slurm_etc
+        port = free_port() if name else self.dbd_port
+        conf = etc / "slurmdbd.conf"
         conf.write_text(
             "\n".join(
                 [
                     "AuthType=auth/munge",
                     "DbdHost=localhost",
-                    f"DbdPort={self.dbd_port}",
-                    # slurmdbd serves its SlurmUser's slurmctld and root's: ACK's runs as slurm, the lab's others as root.
-                    "SlurmUser=slurm",
+                    f"DbdPort={port}",
+                    f"SlurmUser={user}",
                     "StorageType=accounting_storage/mysql",
                     "StorageHost=localhost",
                     "StorageUser=slurm",
                     f"StoragePass={SLURMDBD_DB_PASSWORD}",
-                    "StorageLoc=slurm_acct_db",
-                    f"PidFile={self.dir('slurmdbd', 'slurm')}/slurmdbd.pid",
+                    f"StorageLoc=slurm_acct_db{'_' + name if name else ''}",
+                    f"PidFile={self.dir(f'slurmdbd-{name}' if name else 'slurmdbd', user)}/slurmdbd.pid",
                 ]
             )
             + "\n"
         )
         conf.chmod(0o600)
-        self.chown(conf, "slurm")
-        self.start("slurmdbd", "slurmdbd", "-D")
-        wait_for(lambda: "slurmdbd version" in self.log("slurmdbd") and "started" in self.log("slurmdbd"), "slurmdbd", 60)
+        self.chown(conf, user)
+        log = f"slurmdbd-{name}" if name else "slurmdbd"
+        # slurmdbd reads the slurmdbd.conf beside $SLURM_CONF.
+        self.start(log, "env", f"SLURM_CONF={etc}/slurm.conf", "slurmdbd", "-D")
+        wait_for(lambda: "slurmdbd version" in self.log(log) and "started" in self.log(log), log, 60)
+        return port
 
     def sacctmgr(self, *args: str) -> str:
         return self.run("sacctmgr", "-nP", *args).stdout
