@@ -466,9 +466,13 @@ class SlurmLab(Lab):
 # How Slurm's daemons complain about their configuration: these words, or any `error:` line ...
 CONFIG_COMPLAINTS = re.compile(r"fatal|specified more than once|Parsing error|unrecognized|[Ii]nvalid|defunct|deprecated|error:")
 # ... but those about this machine or a first start, not the configuration: no MailProg, no state saved yet,
-# the tenants' accounts before the tenants Job made them, the lab's state directory or PMIx.
+# the tenants' accounts before the tenants Job made them, the lab's state directory or PMIx; no GPU for
+# AutoDetect=nvidia to find (a GPU host's part, README); cgroup v1, the only one this machine mounts, which
+# the lab's configs choose (slurm.worker.cgroupVersion: v1) and 26.05 calls deprecated.
 NOT_ABOUT_CONFIG = re.compile(
     r"Configured MailProg is invalid"
+    r"|error: System GPU detection failed"
+    r"|cgroup/v1 plugin is deprecated"
     r"|Could not open (node|job|reservation|trigger|resv|assoc_usage|qos_usage|fed_mgr|last_tres) state file"
     r"|Trying backup state save file|No fed_mgr state file"
     r"|accounts_list_build: No association for account"

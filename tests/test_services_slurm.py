@@ -16,7 +16,7 @@ import pytest
 from components import tenancy
 from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, slinky
-from components.slurm.common import accounted_gpu_tres
+from components.slurm.common import accounted_gpu_tres, gres_gpus
 from components.slurm.release import SlurmRelease, deployed_release
 from tests.harness import stack_config
 from tests.services import (
@@ -297,10 +297,11 @@ def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_and_a_worker_registers_its
 
 
 def slinky_slurm_conf(config, lab: SlurmLab, name: str) -> str:
-    """Slinky 1.2.1's own lines (a NodeSet per NodeSet CR over its Feature, no static nodes: they are dynamic;
-    no partition of its own: ours disable it), then the Controller's `extraConf` verbatim, as its controller
-    builder writes slurm.conf."""
-    own = [f"NodeSet={feature} Feature={feature}" for feature in sorted({slinky.nodeset_name(pool) for pool in config.gpu_pools})]
+    """Slinky 1.2.1's own lines (MaxNodeCount=1024, the room its dynamic nodes need; a NodeSet per NodeSet CR
+    over its Feature, no static nodes; no partition of its own: ours disable it), then the Controller's
+    `extraConf` verbatim, as its controller builder writes slurm.conf."""
+    nodesets = sorted({slinky.nodeset_name(pool) for pool in config.gpu_pools})
+    own = ["MaxNodeCount=1024", *(f"NodeSet={feature} Feature={feature}" for feature in nodesets)]
     extra = for_this_machine(slinky.controller(config)["spec"]["extraConf"] + "\n")
     return lab_base(f"{config.cluster.name}-{name}", lab, {}, [*own, f"SlurmdPort={free_port()}"], name, then=extra)
 
@@ -316,13 +317,16 @@ def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, s
     config = on_cgroup_v1(document)
     name = f"slinky-{stack}"
     conf = slinky_slurm_conf(config, lab, name)
-    most = max(pool.gpus_per_node for pool in config.gpu_pools)
-    nvidia_devices(lab, most)
-    rendered_gres = slinky.config_files(config)["data"]["gres.conf"]
-    gres = rendered_gres + f"# The lab: the GPUs AutoDetect finds on a GPU node.\nName=gpu File=/dev/nvidia[0-{most - 1}]\n"
+    nvidia_devices(lab, max(pool.gpus_per_node for pool in config.gpu_pools))
+    nodes = {f"{name}-{pool.name}-0": pool for pool in config.gpu_pools}
+    # The lab: the GPUs AutoDetect finds on each pool's node, of the type it names them (the pool's).
+    found = [
+        f"NodeName={node} Name=gpu{f' Type={pool.slurm_gpu_type}' if pool.slurm_gpu_type else ''} File=/dev/nvidia[0-{pool.gpus_per_node - 1}]\n"
+        for node, pool in nodes.items()
+    ]
+    gres = slinky.config_files(config)["data"]["gres.conf"] + "".join(found)
     cgroup_conf = slinky.config_files(config)["data"]["cgroup.conf"]
     process = lab.slurmctld(conf, gres, [("cgroup.conf", cgroup_conf)], name=name)
-    nodes = {f"{name}-{pool.name}-0": pool for pool in config.gpu_pools}
     try:
         log = lab.log(f"slurmctld-{name}")
         assert lab.alive(process) and config_complaints(log) == [], (config_complaints(log), log[-3000:])
@@ -332,6 +336,8 @@ def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, s
         for node, pool in nodes.items():
             # One at a time: the NodeSets' nodes share the rendered SlurmdPort, as pods do on their own addresses.
             (extra,) = [nodeset["spec"]["extraConf"] for nodeset in [slinky.nodeset(config, pool)]]
+            # Its spool directory, as the pod's volume gives it (a dynamic node's slurmd makes none).
+            lab.dir(f"state-{name}/slurmd-{node}")
             lab.start(
                 f"slurmd-{node}",
                 "env",
@@ -344,9 +350,12 @@ def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, s
                 "--conf",
                 f"{extra} Feature={slinky.nodeset_name(pool)}",
             )
-            wait_for(lambda node=node: node_state(lab, name, node).startswith("IDLE"), f"{node} idle", 40)
+            try:
+                wait_for(lambda node=node: node_state(lab, name, node).startswith("IDLE"), f"{node} idle", 40)
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{lab.log(f'slurmd-{node}')[-3000:]}\n{lab.log(f'slurmctld-{name}')[-3000:]}") from None
             shown = lab.scontrol(name, "-o", "show", "node", node).stdout
-            assert f"Gres=gpu:{pool.gpus_per_node}" in shown and f"AvailableFeatures={slinky.nodeset_name(pool)}" in shown, shown
+            assert f"Gres={gres_gpus(pool)}" in shown and f"AvailableFeatures={slinky.nodeset_name(pool)}" in shown, shown
             assert node_state(lab, name, node) == "IDLE+DYNAMIC_NORM", shown
             assert config_complaints(lab.log(f"slurmd-{node}")) == [], lab.log(f"slurmd-{node}")[-3000:]
             lab.stop(f"slurmd-{node}")
