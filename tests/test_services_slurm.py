@@ -352,7 +352,7 @@ def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, s
                 f"{extra} Feature={slinky.nodeset_name(pool)}",
             )
             try:
-                wait_for(lambda node=node: node_state(lab, name, node).startswith("IDLE"), f"{node} idle", 40)
+                wait_for(lambda: node_state(lab, name, node).startswith("IDLE"), f"{node} idle", 40)  # noqa: B023 - called here, in this pass
             except AssertionError as error:
                 raise AssertionError(f"{error}\n{lab.log(f'slurmd-{node}')[-3000:]}\n{lab.log(f'slurmctld-{name}')[-3000:]}") from None
             shown = lab.scontrol(name, "-o", "show", "node", node).stdout
