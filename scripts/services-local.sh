@@ -7,6 +7,14 @@
 #   scripts/services-local.sh install   install what is missing (no service started)
 #   scripts/services-local.sh check     exit 1 with the exact install command when something is missing
 #   scripts/services-local.sh command   print that command
+#   scripts/services-local.sh rootfs SUITE          the Slurm generation of Debian SUITE (bookworm, trixie,
+#                                                   forky): print its root filesystem's path, built if missing
+#   scripts/services-local.sh rootfs-command SUITE  print the command that builds it
+#
+# Each Slurm generation runs from a root filesystem of its own (Slurm, munge and their
+# libraries from Debian's archive, made by mmdebstrap), cached outside the checkout in
+# ${XDG_CACHE_HOME:-~/.cache}/slurm-platform/rootfs/<suite>-<hash of the package list>:
+# a new package list is a new directory, and one that exists is never built again.
 #
 # The tier starts the daemons itself (tests/services.py), on loopback and in a
 # private mount namespace, and stops each by its PID. Installing starts none of
@@ -19,6 +27,16 @@ set -euo pipefail
 PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl)
 # Edited by libnss-ldapd's, libnss-sss's and libpam-sss's maintainer scripts.
 RESTORED=(/etc/nsswitch.conf /etc/pam.d/common-auth /etc/pam.d/common-account /etc/pam.d/common-password /etc/pam.d/common-session /etc/pam.d/common-session-noninteractive)
+
+# What each generation's root filesystem holds: the daemons and clients, munge, and what the jobs and
+# the tenants Job's script run there (python3 opens the fake GPUs, hostname answers `srun hostname`).
+ROOTFS_PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge python3-minimal hostname)
+ROOTFS_SUITES=(bookworm trixie forky)
+ROOTFS_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/slurm-platform/rootfs
+# The archive this machine's apt already uses.
+MIRROR=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+	sed -n 's/^URIs: *\(http[^ ]*\/debian\)\/* *$/\1/p; s/^deb \(http[^ ]*\/debian\)\/* .*/\1/p' | head -n1 || true)
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
 
 log() { echo "services-local: $*" >&2; }
 
@@ -97,12 +115,58 @@ install_packages() {
 	check
 }
 
+rootfs_path() {
+	local hash
+	hash=$(printf '%s\n' "$1" "${ROOTFS_PACKAGES[@]}" | sha256sum | cut -c1-12)
+	echo "$ROOTFS_CACHE/$1-$hash"
+}
+
+rootfs_command() {
+	echo "sudo $0 rootfs $1"
+}
+
+# The suite's root filesystem, built once (mmdebstrap, installed first when missing) into a temporary
+# directory beside it and renamed into place, so a build that fails or is interrupted leaves no cache entry.
+rootfs() {
+	local suite=$1 target
+	[[ " ${ROOTFS_SUITES[*]} " == *" $suite "* ]] || {
+		log "unknown suite '$suite': one of ${ROOTFS_SUITES[*]}"
+		exit 2
+	}
+	target=$(rootfs_path "$suite")
+	if [[ ! -d $target ]]; then
+		[[ $(id -u) == 0 ]] || {
+			log "building the $suite root filesystem needs root: $(rootfs_command "$suite")"
+			exit 1
+		}
+		if ! command -v mmdebstrap >/dev/null; then
+			log "installing mmdebstrap"
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap) >&2
+		fi
+		mkdir -p "$ROOTFS_CACHE"
+		local building
+		building=$(mktemp -d "$target.building.XXXXXX")
+		trap 'rm -rf "$building"' EXIT
+		log "building $target from $MIRROR ($suite: ${ROOTFS_PACKAGES[*]})"
+		# The testing suite's Release may carry an expired Valid-Until; the packages are still signed.
+		mmdebstrap --quiet --variant=essential --include="$(IFS=,; echo "${ROOTFS_PACKAGES[*]}")" \
+			--aptopt='Acquire::Check-Valid-Until "false"' \
+			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+			"$suite" "$building" "$MIRROR" >&2
+		mv "$building" "$target"
+		trap - EXIT
+	fi
+	echo "$target"
+}
+
 case "${1:-}" in
 install) install_packages ;;
 check) check ;;
 command) install_command ;;
+rootfs) rootfs "${2:?suite}" ;;
+rootfs-command) rootfs_command "${2:?suite}" ;;
 *)
-	echo "usage: $0 install|check|command" >&2
+	echo "usage: $0 install|check|command|rootfs SUITE|rootfs-command SUITE" >&2
 	exit 2
 	;;
 esac

@@ -1,22 +1,27 @@
-"""The services tier's harness: real daemons from the distribution's packages
-(installed by scripts/services-local.sh), fed what the program renders.
+"""The services tier's harness: real daemons from Debian's packages, fed what the program renders.
+
+Slurm and munge run from a root filesystem per Slurm generation (`GENERATIONS`: Debian's
+bookworm, trixie and forky, built and cached by `scripts/services-local.sh rootfs`), by
+chroot; MariaDB and OpenLDAP are the host's packages (`scripts/services-local.sh install`).
 
 Everything runs in one private mount namespace per lab, held by an `unshare`d
 `sleep`: the host's /etc is never written; the lab's own /etc/passwd, /etc/group,
 /etc/hosts, /etc/slurm, /etc/munge and the daemons' socket directories are bind
-mounts of files in the test's directory, and vanish with the namespace. Every
-daemon runs in the foreground as a child of the test, on 127.0.0.1 or a Unix
-socket, and is stopped by its PID (`Lab.close`), pass or fail.
+mounts of files in the test's directory, and vanish with the namespace. A lab of a
+generation sees its root filesystem through an overlay (the cached tree is never
+written) with the same binds, the host's /proc, /dev and /sys, and the test's
+directory at its own path. Every daemon runs in the foreground as a child of the
+test, on 127.0.0.1 or a Unix socket, and is stopped by its PID (`Lab.close`), pass or fail.
 
 The rendered text goes to the daemons verbatim except for site lines, which
-`site_line` alone rewrites: host names to 127.0.0.1 and paths into the test's
-directory. Lines the installed Slurm does not know yet (`UNKNOWN_TO_SLURM`) are
-stripped and reported as a warning, never skipped over silently.
+`site_line` alone rewrites: host names to 127.0.0.1, fixed ports to the lab's, and paths into the test's
+directory. A line the generation's Slurm refuses fails the test that renders it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -25,7 +30,6 @@ import stat
 import subprocess
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -37,17 +41,8 @@ from tests.harness import ROOT
 
 SCRIPT = ROOT / "scripts" / "services-local.sh"
 
-# Lines the operators' current Slurm (23.x-25.x) knows and Debian 12's 22.05 does not, by version:
-# stripped from what the daemons read, and reported (pytest's warnings summary).
-UNKNOWN_TO_SLURM: dict[str, tuple[str, ...]] = {
-    "22.05": (
-        "AuthType=auth/slurm",  # 23.11: Slinky's auth; 22.05 falls back to its default, auth/munge
-    ),
-}
-
-
-class UnknownToSlurm(UserWarning):
-    """A rendered line the installed Slurm does not know, stripped by the harness."""
+# The Slurm generations the tier runs: each Slurm release, the Debian suite whose packages ship it.
+GENERATIONS = {"22.05": "bookworm", "24.11": "trixie", "26.05": "forky"}
 
 
 def require_packages() -> None:
@@ -57,26 +52,36 @@ def require_packages() -> None:
         pytest.fail(f"the services tier needs Debian packages:\n{checked.stderr}")
 
 
-def slurm_version() -> str:
-    """major.minor of the installed Slurm, e.g. 22.05."""
-    out = subprocess.run(["slurmctld", "-V"], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"(\d+)\.(\d+)\.\d+", out)
-    assert match, out
-    return f"{match[1]}.{match[2]}"
+@functools.cache
+def rootfs(release: str) -> Path:
+    """The root filesystem of Slurm `release`'s generation: built (minutes, once per package list) where
+    missing; where it cannot be, the test fails with the command that builds it."""
+    suite = GENERATIONS[release]
+    built = subprocess.run([str(SCRIPT), "rootfs", suite], capture_output=True, text=True)
+    if built.returncode != 0:
+        command = subprocess.run([str(SCRIPT), "rootfs-command", suite], capture_output=True, text=True).stdout.strip()
+        pytest.fail(f"no root filesystem for Slurm {release} (Debian {suite}):\n{built.stderr[-3000:]}\nbuild it with: {command}")
+    path = Path(built.stdout.strip())
+    version = subprocess.run(["chroot", str(path), "slurmctld", "-V"], capture_output=True, text=True).stdout
+    assert re.fullmatch(rf"slurm(-wlm)? {re.escape(release)}\.\d+\s*", version), f"{path} holds {version!r}, not Slurm {release}"
+    return path
 
 
 # A config line's key and its separator: Slurm's `Key=`, sssd's `key = `, nslcd's `key `.
 CONFIG_KEY = re.compile(r"^(\s*[^=\s]+\s*=\s*|\s*[^=\s]+\s+)(?=\S)")
 
 
-def site_line(line: str, hosts: Iterable[str] | Mapping[str, str], paths: Mapping[str, Path]) -> str:
+def site_line(line: str, hosts: Iterable[str] | Mapping[str, str], paths: Mapping[str, Path], ports: Mapping[str, int]) -> str:
     """The one place a rendered line is changed for this machine: a value naming one of `hosts`
     becomes 127.0.0.1 (or, given a mapping, its address there: `host:port` to `127.0.0.1:port`),
-    and a path under one of `paths`' keys moves to its test directory."""
+    a path under one of `paths`' keys moves to its test directory, and a `ports` key (`SlurmdPort`)
+    takes the lab's port (other labs, of other checkouts too, may be running)."""
     match = CONFIG_KEY.match(line)
     if not match:
         return line
     key, value = match[1], line[match.end() :]
+    if key.rstrip("= ") in ports:
+        return f"{key}{ports[key.rstrip('= ')]}"
     addresses = dict(hosts) if isinstance(hosts, Mapping) else dict.fromkeys(hosts, "127.0.0.1")
     if key == "SlurmctldHost=" and value.split("(")[0] in addresses:
         # slurmctld starts only where its host name matches: on this machine, that is "localhost".
@@ -89,23 +94,12 @@ def site_line(line: str, hosts: Iterable[str] | Mapping[str, str], paths: Mappin
     return f"{key}{value}"
 
 
-def for_this_machine(text: str, hosts: Iterable[str] | Mapping[str, str] = (), paths: Optional[Mapping[str, Path]] = None) -> str:
+def for_this_machine(
+    text: str, hosts: Iterable[str] | Mapping[str, str] = (), paths: Optional[Mapping[str, Path]] = None, ports: Optional[Mapping[str, int]] = None
+) -> str:
     """Rendered config text (any daemon's) with its site lines mapped."""
     hosts = hosts if isinstance(hosts, Mapping) else tuple(hosts)
-    return "".join(site_line(line, hosts, paths or {}) + "\n" for line in text.splitlines())
-
-
-def for_this_slurm(text: str, hosts: Iterable[str] = (), paths: Optional[Mapping[str, Path]] = None, source: str = "") -> str:
-    """Rendered Slurm config text as the installed Slurm reads it: site lines mapped, unknown lines stripped (and reported)."""
-    unknown = UNKNOWN_TO_SLURM.get(slurm_version(), ())
-    kept = []
-    hosts = tuple(hosts)
-    for line in text.splitlines():
-        if line.strip() in unknown:
-            warnings.warn(UnknownToSlurm(f"{source}: stripped for Slurm {slurm_version()}: {line.strip()}"), stacklevel=2)
-            continue
-        kept.append(site_line(line, hosts, paths or {}))
-    return "\n".join(kept) + "\n"
+    return "".join(site_line(line, hosts, paths or {}, ports or {}) + "\n" for line in text.splitlines())
 
 
 def etc_digest() -> dict[str, str]:
@@ -144,66 +138,124 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30, every: fl
         time.sleep(every)
 
 
+# The character devices of a generation's /dev: name, major, minor.
+LAB_DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
+
+
 class Lab:
     """A private mount namespace with daemons in it, all stopped by PID in `close`."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, release: Optional[str] = None):
+        """With a Slurm `release`, commands run in its generation's root filesystem (`fs`) unless told `host=True`."""
         self.root = root
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.daemons: list[tuple[str, subprocess.Popen]] = []
         # PIDs of daemons something else started in the lab (a script's own munged): stopped too.
         self.adopted: list[int] = []
+        self.release = release
+        self.fs: Optional[Path] = None
+        tree = rootfs(release) if release else None
         self.holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "infinity"])
-        wait_for(lambda: os.readlink(f"/proc/{self.holder.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"), "the lab's mount namespace", 10, 0.02)
         self.users: dict[str, tuple[int, int]] = {}
-        # A /run of its own: the daemons' sockets and PID files (munge, mysqld, nslcd, sssd) where their clients look.
-        self.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-run", "/run")
-        self._etc()
+        try:
+            wait_for(
+                lambda: os.readlink(f"/proc/{self.holder.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"), "the lab's mount namespace", 10, 0.02
+            )
+            # A /run of its own: the daemons' sockets and PID files (munge, mysqld, nslcd, sssd) where their clients look.
+            self.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-run", "/run", host=True)
+            if tree:
+                self._root_filesystem(tree)
+            self._etc()
+        except BaseException:
+            self.close()
+            raise
+
+    def _root_filesystem(self, tree: Path) -> None:
+        """The generation's tree, writable through an overlay whose changes stay in the test's directory."""
+        self.tree = tree
+        fs, upper, work = (self.dir(name) for name in ("fs", "fs-upper", "fs-work"))
+        self.run("mount", "-t", "overlay", "lab-fs", "-o", f"lowerdir={tree},upperdir={upper},workdir={work}", str(fs), host=True)
+        for shared in ("proc", "sys"):
+            self.run("mount", "--rbind", f"/{shared}", f"{fs}/{shared}", host=True)
+        self.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-run", f"{fs}/run", host=True)
+        # A /dev of its own: the usual character devices, and room for the fake GPUs a gres.conf names (`nvidia_devices`).
+        self.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-dev", f"{fs}/dev", host=True)
+        devices = " && ".join(f"mknod -m 0666 {fs}/dev/{name} c {major} {minor}" for name, major, minor in LAB_DEVICES)
+        self.run("sh", "-c", f"{devices} && mkdir -m 1777 {fs}/dev/shm && ln -s /proc/self/fd {fs}/dev/fd", host=True)
+        self.run("mkdir", "-p", f"{fs}{self.root}", host=True)
+        self.run("mount", "--bind", str(self.root), f"{fs}{self.root}", host=True)
+        self.fs = fs
 
     # --- the namespace ------------------------------------------------------
 
-    def enter(self, *command: str, user: Optional[str] = None) -> list[str]:
-        ids = []
-        if user is not None:
-            uid, gid = self.users[user] if user in self.users else _system_user(user)
-            ids = [f"--setuid={uid}", f"--setgid={gid}"]
-        return ["nsenter", f"--target={self.holder.pid}", "--mount", *ids, "--", *command]
+    def enter(self, *command: str, user: Optional[str] = None, host: bool = False) -> list[str]:
+        """`command` in the lab: in its generation's root filesystem, or, with `host`, on the host's."""
+        nsenter = ["nsenter", f"--target={self.holder.pid}", "--mount"]
+        if self.fs and not host:
+            spec = [] if user is None else ["--userspec={}:{}".format(*self.ids(user))]
+            return [*nsenter, "--", "chroot", *spec, str(self.fs), *command]
+        if user is None:
+            return [*nsenter, "--", *command]
+        uid, gid = self.ids(user, host)
+        return [*nsenter, f"--setuid={uid}", f"--setgid={gid}", "--", *command]
 
-    def run(self, *command: str, user: Optional[str] = None, check: bool = True, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess:
-        result = subprocess.run(self.enter(*command, user=user), capture_output=True, text=True, timeout=timeout, **kwargs)
+    def ids(self, user: str, host: bool = False) -> tuple[int, int]:
+        """A user's uid and gid where the lab runs its commands (the generation's accounts or the host's)."""
+        if user in self.users:
+            return self.users[user]
+        return _account(user, Path("/") if host or not self.fs else self.tree)
+
+    def chown(self, path: Path, user: str, host: bool = False) -> None:
+        os.chown(path, *self.ids(user, host))
+
+    def run(
+        self, *command: str, user: Optional[str] = None, host: bool = False, check: bool = True, timeout: float = 60, **kwargs: Any
+    ) -> subprocess.CompletedProcess:
+        result = subprocess.run(self.enter(*command, user=user, host=host), capture_output=True, text=True, timeout=timeout, **kwargs)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
 
     def bind(self, source: Path, target: str) -> None:
-        """`source` (a file or directory of the test's) appears at `target` inside the lab only."""
-        if target.startswith("/run/"):  # the lab's own tmpfs
-            self.run("mkdir", "-p", target)
-        self.run("mount", "--bind", str(source), target)
+        """`source` (a file or directory of the test's) appears at `target` inside the lab only: on the
+        host's tree and in the generation's."""
+        for top in ("", *([str(self.fs)] if self.fs else [])):
+            if target.startswith("/run/"):  # the lab's own tmpfs
+                self.run("mkdir", "-p", top + target, host=True)
+            elif top and not target.startswith(str(self.root)):
+                self.run("sh", "-c", 'test -e "$1" || { mkdir -p "$(dirname "$1")" && touch "$1"; }', "-", top + target, host=True)
+            self.run("mount", "--bind", str(source), top + target, host=True)
 
-    def dir(self, name: str, owner: Optional[str] = None, mode: int = 0o755) -> Path:
+    def dir(self, name: str, owner: Optional[str] = None, mode: int = 0o755, host: bool = False) -> Path:
+        """A directory of the test's, owned by `owner` of the lab's generation (or, with `host`, of the host)."""
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(mode)
         if owner:
-            shutil.chown(path, owner, owner)
+            self.chown(path, owner, host)
         return path
 
     def _etc(self) -> None:
-        """The lab's account databases and hosts file: copies of the host's, bound over the originals."""
+        """The lab's account databases and hosts file: copies of the host's (and of the generation's), bound over the originals."""
         etc = self.dir("etc")
-        for name in ("passwd", "group", "hosts"):
+        shutil.copy("/etc/hosts", etc / "hosts")
+        for name in ("passwd", "group"):
             shutil.copy(f"/etc/{name}", etc / name)
-            self.bind(etc / name, f"/etc/{name}")
+            self.run("mount", "--bind", str(etc / name), f"/etc/{name}", host=True)
+            if self.fs:
+                shutil.copy(self.tree / "etc" / name, etc / f"fs-{name}")
+                self.run("mount", "--bind", str(etc / f"fs-{name}"), f"{self.fs}/etc/{name}", host=True)
+        self.bind(etc / "hosts", "/etc/hosts")
 
     def add_user(self, name: str, uid: int, gid: int, groups: Iterable[str] = ()) -> None:
         """A Unix user of the lab only (its /etc/passwd and /etc/group), gone with the namespace."""
         etc = self.root / "etc"
-        with open(etc / "passwd", "a") as passwd:
-            passwd.write(f"{name}:x:{uid}:{gid}:{name}:/tmp:/bin/sh\n")
-        with open(etc / "group", "a") as group:
-            group.write(f"{name}:x:{gid}:\n")
+        for prefix in ("", *(["fs-"] if self.fs else [])):
+            with open(etc / f"{prefix}passwd", "a") as passwd:
+                passwd.write(f"{name}:x:{uid}:{gid}:{name}:/tmp:/bin/sh\n")
+            with open(etc / f"{prefix}group", "a") as group:
+                group.write(f"{name}:x:{gid}:\n")
         self.users[name] = (uid, gid)
 
     def add_hosts(self, names: Iterable[str]) -> None:
@@ -213,10 +265,10 @@ class Lab:
 
     # --- daemons ------------------------------------------------------------
 
-    def start(self, name: str, *command: str, user: Optional[str] = None) -> subprocess.Popen:
+    def start(self, name: str, *command: str, user: Optional[str] = None, host: bool = False) -> subprocess.Popen:
         """A daemon in the foreground, its output in logs/<name>.log."""
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child, closed here after the fork
-        process = subprocess.Popen(self.enter(*command, user=user), stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(self.enter(*command, user=user, host=host), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.daemons.append((name, process))
         return process
@@ -242,11 +294,13 @@ class Lab:
         _terminate(self.holder.pid, self.holder)
 
 
-def _system_user(name: str) -> tuple[int, int]:
-    import pwd
-
-    entry = pwd.getpwnam(name)
-    return entry.pw_uid, entry.pw_gid
+def _account(name: str, tree: Path) -> tuple[int, int]:
+    """`name`'s uid and gid in the /etc/passwd of the tree rooted at `tree`."""
+    for line in (tree / "etc" / "passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == name:
+            return int(fields[2]), int(fields[3])
+    raise KeyError(f"no user {name} in {tree}/etc/passwd")
 
 
 def _terminate(pid: int, process: Optional[subprocess.Popen] = None) -> None:
@@ -273,18 +327,20 @@ def _terminate(pid: int, process: Optional[subprocess.Popen] = None) -> None:
 
 # --- Slurm -----------------------------------------------------------------------
 
-SLURMDBD_PORT = 6819
+SLURMDBD_DB_PASSWORD = "lab-slurmdbd"
 
 
 class SlurmLab(Lab):
-    """munged, MariaDB, slurmdbd, slurmctld and one `slurmd -N` per fake node, on loopback."""
+    """munged, MariaDB, slurmdbd, slurmctld and one `slurmd -N` per fake node, on loopback: Slurm and
+    munge of the generation of Slurm `release`, MariaDB the host's."""
 
-    def __init__(self, root: Path, cluster: str):
-        super().__init__(root)
+    def __init__(self, root: Path, cluster: str, release: str):
+        super().__init__(root, release)
         self.cluster = cluster
         self.slurm_etc = self.dir("etc-slurm")
         self.bind(self.slurm_etc, "/etc/slurm")
         self.ctld_port = free_port()
+        self.dbd_port = free_port()
         # One port per fake node for the lab's life: a re-rendered slurm.conf (reconfigure) keeps them.
         self.node_ports: dict[str, int] = {}
 
@@ -296,7 +352,7 @@ class SlurmLab(Lab):
         key_file = state / "munge.key"
         key_file.write_bytes(key)
         key_file.chmod(0o400)
-        shutil.chown(key_file, "munge", "munge")
+        self.chown(key_file, "munge")
         if key_path:
             self.bind(state, str(Path(key_path).parent))
         path = key_path or str(key_file)
@@ -307,8 +363,8 @@ class SlurmLab(Lab):
         assert (run / "munge.socket.2").exists(), self.log("munged")
 
     def mariadb(self) -> None:
-        data = self.dir("mysql", "mysql", 0o700)
-        run = self.dir("run-mysqld", "mysql")
+        data = self.dir("mysql", "mysql", 0o700, host=True)
+        run = self.dir("run-mysqld", "mysql", host=True)
         self.bind(run, "/run/mysqld")
         self.run(
             "mariadb-install-db",
@@ -317,32 +373,56 @@ class SlurmLab(Lab):
             "--user=mysql",
             "--skip-test-db",
             "--auth-root-authentication-method=socket",
+            host=True,
             timeout=120,
         )
-        self.start("mariadb", "mariadbd", "--no-defaults", f"--datadir={data}", "--user=mysql", "--skip-networking", "--innodb-buffer-pool-size=16M")
+        self.start(
+            "mariadb",
+            "mariadbd",
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=mysql",
+            "--skip-networking",
+            "--innodb-buffer-pool-size=16M",
+            host=True,
+        )
         wait_for(lambda: (run / "mysqld.sock").exists(), "MariaDB's socket", 60)
+        # slurmdbd's account, by password: the generation's slurm user is not the host's.
+        grant = f"CREATE USER slurm@localhost IDENTIFIED BY '{SLURMDBD_DB_PASSWORD}'; GRANT ALL ON `slurm_acct_db%`.* TO slurm@localhost"
+        self.run("mariadb", "--no-defaults", f"--socket={run}/mysqld.sock", "-e", grant, host=True)
 
-    def slurmdbd(self) -> None:
-        conf = self.slurm_etc / "slurmdbd.conf"
+    def slurmdbd(self, user: str = "root", name: str = "") -> int:
+        """slurmdbd as `user`, its port returned: the lab's (on `dbd_port`), or, given a `name`, one more of
+        its own (its own database). slurmctld from 23.11 on takes slurmdbd's updates (new associations) only
+        from root or its own SlurmUser, and slurmdbd registers only a slurmctld of root or its SlurmUser:
+        so each cluster's slurmdbd runs as that cluster's SlurmUser, as a deployment has them."""
+        etc = self.dir(f"etc-slurmdbd-{name}") if name else self.slurm_etc
+        port = free_port() if name else self.dbd_port
+        conf = etc / "slurmdbd.conf"
         conf.write_text(
             "\n".join(
                 [
                     "AuthType=auth/munge",
                     "DbdHost=localhost",
-                    f"DbdPort={SLURMDBD_PORT}",
-                    "SlurmUser=root",
+                    f"DbdPort={port}",
+                    f"SlurmUser={user}",
                     "StorageType=accounting_storage/mysql",
                     "StorageHost=localhost",
-                    "StorageUser=root",
-                    "StorageLoc=slurm_acct_db",
-                    f"PidFile={self.root}/slurmdbd.pid",
+                    "StorageUser=slurm",
+                    f"StoragePass={SLURMDBD_DB_PASSWORD}",
+                    f"StorageLoc=slurm_acct_db{'_' + name if name else ''}",
+                    f"PidFile={self.dir(f'slurmdbd-{name}' if name else 'slurmdbd', user)}/slurmdbd.pid",
                 ]
             )
             + "\n"
         )
         conf.chmod(0o600)
-        self.start("slurmdbd", "slurmdbd", "-D")
-        wait_for(lambda: "slurmdbd version" in self.log("slurmdbd") and "started" in self.log("slurmdbd"), "slurmdbd", 60)
+        self.chown(conf, user)
+        log = f"slurmdbd-{name}" if name else "slurmdbd"
+        # slurmdbd reads the slurmdbd.conf beside $SLURM_CONF.
+        self.start(log, "env", f"SLURM_CONF={etc}/slurm.conf", "slurmdbd", "-D")
+        wait_for(lambda: "slurmdbd version" in self.log(log) and "started" in self.log(log), log, 60)
+        return port
 
     def sacctmgr(self, *args: str) -> str:
         return self.run("sacctmgr", "-nP", *args).stdout
@@ -383,13 +463,26 @@ class SlurmLab(Lab):
         return self.run("sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args, user=user, check=check)
 
 
-# How slurmctld complains about its configuration (as opposed to this machine: no MailProg, no PMIx).
-CONFIG_COMPLAINTS = re.compile(r"fatal|specified more than once|Parsing error|unrecognized|[Ii]nvalid (?!.*MailProg)")
+# How Slurm's daemons complain about their configuration: these words, or any `error:` line ...
+CONFIG_COMPLAINTS = re.compile(r"fatal|specified more than once|Parsing error|unrecognized|[Ii]nvalid|defunct|deprecated|error:")
+# ... but those about this machine or a first start, not the configuration: no MailProg, no state saved yet,
+# the tenants' accounts before the tenants Job made them, the lab's state directory or PMIx; no GPU for
+# AutoDetect=nvidia to find (a GPU host's part, README); cgroup v1, the only one this machine mounts, which
+# the lab's configs choose (slurm.worker.cgroupVersion: v1) and 26.05 calls deprecated.
+NOT_ABOUT_CONFIG = re.compile(
+    r"Configured MailProg is invalid"
+    r"|error: System GPU detection failed"
+    r"|cgroup/v1 plugin is deprecated"
+    r"|Could not open (node|job|reservation|trigger|resv|assoc_usage|qos_usage|fed_mgr|last_tres) state file"
+    r"|Trying backup state save file|No fed_mgr state file"
+    r"|accounts_list_build: No association for account"
+    r"|mpi/pmix|MPI: Cannot create context"
+)
 
 
 def config_complaints(log: str) -> list[str]:
-    """The lines of a slurmctld log that fault its configuration."""
-    return [line for line in log.splitlines() if CONFIG_COMPLAINTS.search(line)]
+    """The lines of a Slurm daemon's log that fault its configuration."""
+    return [line for line in log.splitlines() if CONFIG_COMPLAINTS.search(line) and not NOT_ABOUT_CONFIG.search(line)]
 
 
 # The lab's process tracking and task plugins where the operator's text names none: no cgroups.
@@ -429,7 +522,7 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         "SlurmdParameters=config_overrides",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=127.0.0.1",
-        f"AccountingStoragePort={SLURMDBD_PORT}",
+        f"AccountingStoragePort={lab.dbd_port}",
         *lines,
     ]
     for name, (feature, gpus) in nodes.items():
@@ -474,28 +567,28 @@ def gpu_device_nodes(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
     return "".join(lines)
 
 
+def nvidia_devices(lab: Lab, count: int) -> None:
+    """/dev/nvidia0 to /dev/nvidia<count-1> in the lab's generation (c 195 N, no driver behind them): the
+    device nodes a gres.conf's `File=/dev/nvidia[...]` names, as a GPU node has them."""
+    assert lab.fs
+    made = (f"test -e {lab.fs}/dev/nvidia{n} || mknod -m 0666 {lab.fs}/dev/nvidia{n} c {NVIDIA_MAJOR} {n}" for n in range(count))
+    lab.run("sh", "-c", " && ".join(made), host=True)
+
+
 def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None) -> subprocess.CompletedProcess:
     """A pod's script the way its container sees the world, on this machine: a private mount
-    namespace and root with the host's /usr and the lab's /etc, /run; the ConfigMap's `files`
-    at /tenants, the auth key (if any) at /auth-key/key, and its own writable /etc/slurm,
-    /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services)."""
+    namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
+    the ConfigMap's `files` at /tenants, the auth key (if any) at /auth-key/key, and its own writable
+    /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services)."""
     from components.tenancy import KEY_DIR, SCRIPT, SCRIPT_DIR
 
+    assert lab.fs, "a pod runs in a generation's root filesystem"
     base = lab.dir(f"pod-{name}")
-    root = base / "root"
-    root.mkdir(exist_ok=True)
     config = lab.dir(f"pod-{name}/configmap")
     for file_name, text in files.items():
         (config / file_name).write_text(text)
     hosts_file = base / "hosts"
     hosts_file.write_text((lab.root / "etc" / "hosts").read_text() + "".join(f"127.0.0.1\t{host}\n" for host in hosts))
-    mounts = []
-    for entry in ("usr", "etc", "var", "run", "tmp", "proc", "dev", "sys"):
-        (root / entry).mkdir(exist_ok=True)
-        mounts.append(f"mount --rbind /{entry} {root}/{entry}")
-    for link in ("bin", "sbin", "lib", "lib64"):
-        if Path(f"/{link}").is_symlink() and not (root / link).exists():
-            (root / link).symlink_to(os.readlink(f"/{link}"))
     binds = {SCRIPT_DIR: config, "/etc/slurm": lab.dir(f"pod-{name}/etc-slurm"), "/etc/munge": lab.dir(f"pod-{name}/etc-munge")}
     if key is not None:
         key_dir = lab.dir(f"pod-{name}/auth-key")
@@ -504,13 +597,11 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
         binds[KEY_DIR] = key_dir
         # A script that starts its own munged gets its own socket directory (and PID file).
         binds["/run/munge"] = lab.dir(f"pod-{name}/run-munge")
-    for target, source in binds.items():
-        (root / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        mounts.append(f"mount --bind {source} {root}{target}")
-    mounts.append(f"mount --bind {hosts_file} {root}/etc/hosts")
-    command = " && ".join(mounts) + f" && exec chroot {root} /bin/bash {SCRIPT_DIR}/{SCRIPT}"
+    mounts = [f"mkdir -p {lab.fs}{target} && mount --bind {source} {lab.fs}{target}" for target, source in binds.items()]
+    mounts.append(f"mount --bind {hosts_file} {lab.fs}/etc/hosts")
+    command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{SCRIPT}"
     try:
-        return lab.run("unshare", "--mount", "--propagation", "private", "sh", "-c", command, check=False, timeout=120)
+        return lab.run("unshare", "--mount", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
     finally:
         pid_file = lab.root / f"pod-{name}" / "run-munge" / "munged.pid"
         if pid_file.exists():
@@ -535,7 +626,7 @@ def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[
         "include custom_slurm.conf",
     ]
     custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
-    return lab_base(config.cluster.name, lab, nodes, own), for_this_slurm(custom, source="customSlurmConfig")
+    return lab_base(config.cluster.name, lab, nodes, own), for_this_machine(custom)
 
 
 class Soperator4Lab(SlurmLab):
@@ -554,15 +645,16 @@ class Soperator4Lab(SlurmLab):
 
 
 @contextlib.contextmanager
-def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str]) -> Iterator[Soperator4Lab]:
+def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str], release: str) -> Iterator[Soperator4Lab]:
     """munged, MariaDB, slurmdbd, slurmctld on `config`'s soperator 4 slurm.conf and a slurmd per fake node
-    (`nodes`: name -> (pool feature, GPUs)), all idle; `users` exist in the lab. The host's /etc is checked unchanged after."""
+    (`nodes`: name -> (pool feature, GPUs)), all idle, of Slurm `release`'s generation; `users` exist in the
+    lab. The host's /etc is checked unchanged after."""
     require_packages()
     etc_before = etc_digest()
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
     root.chmod(0o755)
-    lab = Soperator4Lab(root, config.cluster.name)
+    lab = Soperator4Lab(root, config.cluster.name, release)
     try:
         # The Unix users exist before their associations reach slurmctld.
         for number, user in enumerate(users):
@@ -603,7 +695,7 @@ def tenants_job(lab: SlurmLab, config: Any, name: str, conf_edit: Callable[[str]
 
     client = operator_module(config).accounting_client(config)
     data = tenancy.config_map(config, client)["data"]
-    conf = for_this_slurm(data["slurm.conf"], [client.slurmctld_host], source="tenants slurm.conf")
+    conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
     data["slurm.conf"] = conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")
     key = (lab.root / "munge" / "munge.key").read_bytes()
     return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)

@@ -17,7 +17,7 @@ from components.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.slurm import ack
 from tests.engine import ToolchainError, new_workspace
 from tests.harness import stack_config
-from tests.services import SlurmLab, require_packages
+from tests.services import GENERATIONS, SlurmLab, require_packages
 from tests.test_engine import generated_secrets
 
 
@@ -38,12 +38,13 @@ def mounted_key(tmp_path_factory) -> bytes:
     return key
 
 
-@pytest.fixture
-def lab():
+@pytest.fixture(params=list(GENERATIONS))
+def lab(request):
+    """munge of each Slurm generation's root filesystem."""
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-munge-"))
     root.chmod(0o755)
-    lab = SlurmLab(root, "munge")
+    lab = SlurmLab(root, "munge", request.param)
     try:
         yield lab
     finally:
@@ -70,9 +71,11 @@ def test_munged_runs_on_the_key_the_engine_generated(lab, mounted_key):
 def test_munged_runs_on_the_key_at_acks_munge_conf_path(lab, mounted_key):
     key_path = ack.munge_conf_path(parse_config(stack_config("staging-hangzhou")))
     assert key_path == "/var/munge/munge.key"
-    # The lab's own /var (a tmpfs in its namespace): the Secret's mount point exists there only.
-    lab.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-var", "/var")
-    lab.run("mkdir", "-p", str(Path(key_path).parent))
+    # A /var of the lab's own (a tmpfs in its namespace), on the host's tree and the generation's, where the
+    # lab binds its files: the Secret's mount point exists there only.
+    for top in ("", str(lab.fs)):
+        lab.run("mount", "-t", "tmpfs", "-o", "mode=0755", "lab-var", f"{top}/var", host=True)
+        lab.run("mkdir", "-p", f"{top}{Path(key_path).parent}", host=True)
     lab.munged(mounted_key, key_path=key_path)
     credential_round_trip(lab)
     assert lab.run("cat", key_path).stdout.encode() == mounted_key

@@ -1,6 +1,8 @@
-"""Real Slurm 22.05 (Debian packages: slurmctld, slurmd, slurmdbd, munged, MariaDB) on what
-the program renders (tests/services.py): slurmctld per operator, the tenants Job's script run
-as its pod runs it, and the lab's experiments (docs/tenants.md "The lab's experiments") on real jobs."""
+"""Real Slurm (Debian's slurmctld, slurmd, slurmdbd, munged of each generation, the host's MariaDB) on
+what the program renders (tests/services.py): each operator on the Slurm generations around the Slurm of
+the images it deploys (`OPERATOR_GENERATIONS`): slurmctld and slurmd on its rendered text, the tenants
+Job's script run as its pod runs it, and, on the newest of its generations, the lab's experiments
+(docs/tenants.md "The lab's experiments") on real jobs."""
 
 from __future__ import annotations
 
@@ -14,20 +16,22 @@ import pytest
 from components import tenancy
 from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, slinky
-from components.slurm.common import accounted_gpu_tres
+from components.slurm.common import accounted_gpu_tres, gres_gpus
+from components.slurm.release import SlurmRelease, deployed_release
 from tests.harness import stack_config
 from tests.services import (
+    GENERATIONS,
     LAB_TASKS,
     SlurmLab,
     Soperator4Lab,
     config_complaints,
     etc_digest,
     for_this_machine,
-    for_this_slurm,
+    free_port,
     gpu_device_nodes,
     lab_base,
+    nvidia_devices,
     reservation_fields,
-    slurm_version,
     soperator4_lab,
     tenants_job,
     wait_for,
@@ -40,26 +44,63 @@ LAB_CONFIG = {**stack_config("dev-lab")}
 LAB_CONFIG["tenants"] = [LAB_CONFIG["tenants"][0], {**LAB_CONFIG["tenants"][1], "borrowingCap": 1}]
 
 
+# Each operator's Slurm generations (tests/services.py GENERATIONS): those around the Slurm of the images it
+# deploys; the last is where its experiments run.
+OPERATOR_GENERATIONS = {
+    "soperator 1.14.10": ("24.11",),
+    "soperator 4.1.7": ("24.11", "26.05"),
+    "slinky": ("26.05",),
+    "ack": ("22.05", "24.11"),
+}
+# A stack of each operator, its images as the program pins them (ACK: slurm.ack.slurmRelease's default).
+OPERATOR_STACKS = {"soperator 1.14.10": "prod-hanoi", "soperator 4.1.7": "dev-lab", "slinky": "prod-hcm", "ack": "staging-hangzhou"}
+SOPERATOR4 = OPERATOR_GENERATIONS["soperator 4.1.7"]
+NEWEST = SOPERATOR4[-1]
+
+
+def operator_of(config: PlatformConfig) -> str:
+    return f"soperator {config.operators.soperator.version}" if config.slurm_operator == "soperator" else config.slurm_operator
+
+
+@pytest.mark.parametrize("operator", OPERATOR_STACKS)
+def test_each_operators_slurm_runs_on_the_nearest_generation_at_or_above_it(operator):
+    """Raising an image to a Slurm no generation reaches, or past the newest in the operator's list, fails here."""
+    config = parse_config(stack_config(OPERATOR_STACKS[operator]))
+    assert operator_of(config) == operator
+    deployed = deployed_release(config)
+    generations = [SlurmRelease.parse(release) for release in OPERATOR_GENERATIONS[operator]]
+    assert set(map(str, generations)) <= set(GENERATIONS) and generations == sorted(generations)
+    at_or_above = [release for release in map(SlurmRelease.parse, GENERATIONS) if release >= deployed]
+    assert at_or_above, f"{operator} deploys Slurm {deployed}, newer than every generation ({', '.join(GENERATIONS)}): add one"
+    assert at_or_above[0] in generations, f"{operator} deploys Slurm {deployed}: run it on {at_or_above[0]} (OPERATOR_GENERATIONS)"
+    assert generations[-1] >= deployed
+
+
 def reconfigure(lab: Soperator4Lab, config) -> None:
     lab.reconfigure(config, LAB_NODES)
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with soperator4_lab(parse_config(LAB_CONFIG), LAB_NODES, USERS) as started:
+def lab(request):
+    """The lab (soperator 4.1.7's slurm.conf on LAB_CONFIG) of the generation a test is parametrized with;
+    the other operators' clusters run beside it, on its munged and slurmdbd."""
+    with soperator4_lab(parse_config(LAB_CONFIG), LAB_NODES, USERS, request.param) as started:
         yield started
 
 
+@pytest.mark.parametrize("lab", SOPERATOR4, indirect=True)
 def test_slurmctld_runs_soperator_4_custom_config_with_the_tenants_preemption(lab):
     log = lab.log("slurmctld")
-    assert lab.alive(lab.ctld) and "fatal" not in log, log[-3000:]
-    # The one repeated line is PreemptType, and the tenants' preempt/qos is the one that runs.
-    repeated = {line for line in log.splitlines() if "specified more than once" in line}
-    assert repeated == {"slurmctld: error: PreemptType 1 specified more than once, latest value used"}, repeated
+    # The one repeated line is PreemptType (the operator's, then the tenants'), and the tenants' preempt/qos is the one that runs.
+    # Matched on the message: 22.05 prefixes it with `slurmctld: `, 26.05 with a timestamp.
+    repeated = "error: PreemptType 1 specified more than once, latest value used"
+    complaints = config_complaints(log)
+    assert lab.alive(lab.ctld) and complaints and all(repeated in line for line in complaints), complaints
     config = lab.run("scontrol", "show", "config").stdout
     assert "PreemptType             = preempt/qos" in config and "PreemptMode             = REQUEUE" in config
 
 
+@pytest.mark.parametrize("lab", SOPERATOR4, indirect=True)
 def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(lab):
     first = tenants_job(lab, lab.config, "first")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
@@ -85,6 +126,7 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     assert lab.run("scontrol", "-o", "show", "reservation").stdout == reservations and "retrying" not in second.stdout, second.stdout
 
 
+@pytest.mark.parametrize("lab", SOPERATOR4, indirect=True)
 def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
     # The client slurm.conf as it was before it named a controller: sacctmgr's fatal error, at once.
     started = time.monotonic()
@@ -122,6 +164,7 @@ def jobs(lab):
     cancel_all(lab)
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_1_a_tenants_jobs_stay_on_its_pools_and_never_take_anothers_guarantee(lab, jobs):
     # No -p: every partition; each job runs only where its account holds cells (default: gpu-c, vc1: gpu-d).
     first = [submit(lab, "alice", "-A", "default", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(3)]
@@ -136,6 +179,7 @@ def test_experiment_1_a_tenants_jobs_stay_on_its_pools_and_never_take_anothers_g
     assert {state(lab, job) for job in first} - {"RUNNING None"} <= {"PENDING AssocGrpGRES", "PENDING PartitionConfig"}
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_a_tenants_guaranteed_job_on_another_tenants_pool_is_refused_and_oppo_may_borrow_it(lab, jobs):
     refused = lab.sbatch("alice", "-A", "vc1", "-q", "prod", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 1", check=False)
     assert refused.returncode != 0 and "Invalid account or account/partition combination" in refused.stderr, refused.stderr
@@ -143,25 +187,29 @@ def test_a_tenants_guaranteed_job_on_another_tenants_pool_is_refused_and_oppo_ma
     wait_for(lambda: state(lab, oppo) == "RUNNING None", "vc1's oppo job on default's idle GPU", 20)
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_cap_prod_and_test_together_stay_within_the_guarantee(lab, jobs):
     test = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, test) == "RUNNING None", "vc1's test job running", 20)
     prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
-    time.sleep(3)
-    assert state(lab, prod) == "PENDING AssocGrpGRES" and state(lab, test) == "RUNNING None"
+    # Waited for, not slept on: 26.05 may leave a new job's Reason None for a few scheduler passes.
+    wait_for(lambda: state(lab, prod) == "PENDING AssocGrpGRES", "vc1's prod job held by its cap", 20)
+    assert state(lab, test) == "RUNNING None"
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_borrowing_stops_at_the_borrowing_cap(lab, jobs):
     # vc1-oppo may borrow one GPU (borrowingCap 1): with both GPUs idle, its second job waits.
     jobs_ = [submit(lab, "bob", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(2)]
     wait_for(lambda: "RUNNING None" in [state(lab, j) for j in jobs_], "one oppo job running", 20)
-    time.sleep(3)
+    wait_for(lambda: "PENDING AssocGrpGRES" in [state(lab, j) for j in jobs_], "the other held by the borrowing cap", 20)
     assert sorted(state(lab, j) for j in jobs_) == ["PENDING AssocGrpGRES", "RUNNING None"]
     # default-oppo has no cap: it takes the other idle GPU.
     other = submit(lab, "alice", "-A", "default-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, other) == "RUNNING None", "default-oppo borrowing the idle GPU", 20)
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_3_prod_and_test_take_their_gpu_back_from_oppo_which_runs_again(lab, jobs):
     prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
     wait_for(lambda: state(lab, prod) == "RUNNING None", "vc1's prod job", 20)
@@ -177,11 +225,13 @@ def test_experiment_3_prod_and_test_take_their_gpu_back_from_oppo_which_runs_aga
     wait_for(lambda: state(lab, oppo) == "RUNNING None", "the requeued oppo job running again", 60)
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_5_two_nodes_over_two_one_node_partitions_is_refused(lab, jobs):
     refused = lab.sbatch("alice", "-A", "default", "-p", "gpu-c,gpu-d", "-N", "2", "--gres=gpu:1", "--wrap", "srun hostname", check=False)
     assert refused.returncode != 0 and "Node count specification invalid" in refused.stderr, refused.stderr
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_6_more_nodes_than_the_partition_is_refused_and_a_range_starts_on_what_is_free(lab, jobs):
     busy = submit(lab, "alice", "-A", "vc1", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, busy) == "RUNNING None", "gpu-d busy", 20)
@@ -192,46 +242,132 @@ def test_experiment_6_more_nodes_than_the_partition_is_refused_and_a_range_start
     assert four.returncode != 0 and "More processors requested than permitted" in four.stderr, four.stderr
 
 
-def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_with_cloud_nodes(lab):
-    # staging-hangzhou: ACK's generated slurm.conf and gres.conf, autoscaling with CLOUD nodes, rendered for the
-    # Slurm installed here (slurm.ack.slurmRelease) and run verbatim: only hosts and paths are mapped to this machine.
-    raw = stack_config("staging-hangzhou")
-    config = parse_config({**raw, "slurm": {**raw["slurm"], "ack": {**raw["slurm"]["ack"], "slurmRelease": slurm_version()}}})
+def on_cgroup_v1(document: dict, **slurm: dict) -> PlatformConfig:
+    """A stack's config with `slurm` keys merged in, its workers on cgroup v1 as this machine mounts them."""
+    worker = {**document["slurm"].get("worker", {}), "cgroupVersion": "v1"}
+    document["slurm"] = {**document["slurm"], **slurm, "worker": worker}
+    return parse_config(document)
+
+
+def node_state(lab: SlurmLab, name: str, node: str) -> str:
+    """`node`'s State (and Reason, if any) in the cluster of `lab.slurmctld(..., name=name)`; empty while it is unknown."""
+    shown = lab.scontrol(name, "-o", "show", "node", node, check=False)
+    fields = dict(field.split("=", 1) for field in shown.stdout.split() if "=" in field)
+    return f"{fields.get('State', '')} {fields.get('Reason', '')}".strip()
+
+
+# The lab's line for ACK's nodes (lab_base has it for the others): their NodeName lines say what a GPU node
+# has (28 CPUs, 100 GiB); this machine has less, and slurmd reports the configured counts instead.
+CONFIG_OVERRIDES = "SlurmdParameters=config_overrides"
+
+
+@pytest.mark.parametrize("lab", OPERATOR_GENERATIONS["ack"], indirect=True)
+def test_slurmctld_runs_acks_slurm_conf_and_gres_conf_and_a_worker_registers_its_cloud_node(lab):
+    """staging-hangzhou: ACK's generated slurm.conf, gres.conf and cgroup.conf (autoscaling, CLOUD nodes) for
+    images of the lab's Slurm (slurm.ack.slurmRelease), verbatim but for site lines; one worker's slurmd
+    registers its node, its GPU the /dev/nvidia0 that gres.conf names."""
+    document = stack_config("staging-hangzhou")
+    config = on_cgroup_v1(document, ack={**document["slurm"]["ack"], "slurmRelease": lab.release})
     hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
     paths = {"/var/spool/slurmctld": lab.dir("ack-state", "slurm"), "/var/spool/slurmd": lab.dir("ack-slurmd")}
-    conf = for_this_machine(ack.slurm_conf(config), hosts, paths)
-    process = lab.slurmctld(conf, ack.gres_conf(config), name="ack")
-    log = lab.log("slurmctld-ack")
-    assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
-    # Every worker the copilot may create is in the partition (22.05 hides powered-down CLOUD nodes from `show node`).
-    partition = lab.scontrol("ack", "--oneliner", "show", "partition").stdout
-    groups = ack.ack(config).autoscaling.max_nodes_per_group
-    expected_nodes = ",".join(f"{ack.worker_name_prefix(config, pool)}[0-{groups - 1}]" for pool in config.gpu_pools)
-    assert f" Nodes={expected_nodes} " in partition and f" TotalNodes={groups * len(config.gpu_pools)} " in partition, partition
+    # ACK's slurmctld runs as slurm (its SlurmUser): its slurmdbd too, as ACK's is.
+    dbd_port = lab.slurmdbd("slurm", name="ack")
+    ports = {"SlurmctldPort": free_port(), "SlurmdPort": free_port(), "AccountingStoragePort": dbd_port}
+    conf = for_this_machine(ack.slurm_conf(config), hosts, paths, ports) + CONFIG_OVERRIDES + "\n"
+    cgroup_conf = ack.slurm_conf_config_map(config)["data"]["cgroup.conf"]
+    nvidia_devices(lab, config.gpu_pools[0].gpus_per_node)
+    process = lab.slurmctld(conf, for_this_machine(ack.gres_conf(config)), [("cgroup.conf", cgroup_conf)], name="ack")
+    worker = f"{ack.worker_name_prefix(config, config.gpu_pools[0])}0"
+    try:
+        log = lab.log("slurmctld-ack")
+        assert lab.alive(process) and config_complaints(log) == [], (config_complaints(log), log[-3000:])
+        # Every worker the copilot may create is in the partition (22.05 hides powered-down CLOUD nodes from `show node`).
+        partition = lab.scontrol("ack", "--oneliner", "show", "partition").stdout
+        groups = ack.ack(config).autoscaling.max_nodes_per_group
+        expected_nodes = ",".join(f"{ack.worker_name_prefix(config, pool)}[0-{groups - 1}]" for pool in config.gpu_pools)
+        assert f" Nodes={expected_nodes} " in partition and f" TotalNodes={groups * len(config.gpu_pools)} " in partition, partition
+        lab.slurmd(worker, "ack")
+        # Powered down until its slurmd registers (as the copilot's pod does), then idle.
+        wait_for(lambda: node_state(lab, "ack", worker) in ("IDLE+CLOUD", "IDLE"), f"{worker} registered and idle", 60)
+        assert config_complaints(lab.log(f"slurmd-{worker}")) == [], lab.log(f"slurmd-{worker}")[-3000:]
+    finally:
+        lab.stop(f"slurmd-{worker}")
+        lab.stop("slurmctld-ack")
+        lab.stop("slurmdbd-ack")
+        lab.remove_cgroups(worker)
 
 
-def slinky_slurm_conf(config, lab: SlurmLab, name: str) -> tuple[str, str]:
-    """Slinky 1.2.1's own lines (a NodeSet per NodeSet CR, no partition of its own: ours disable it),
-    then the Controller's `extraConf` verbatim, as its controller builder writes slurm.conf."""
-    nodes = {f"{name}-{pool.name}-0": (slinky.nodeset_name(pool), pool.gpus_per_node) for pool in config.gpu_pools}
-    own = [f"NodeSet={feature} Feature={feature}" for feature in sorted({feature for feature, _ in nodes.values()})]
-    spec = slinky.controller(config)["spec"]
-    extra = for_this_slurm(spec["extraConf"] + "\n", source="Slinky extraConf")
-    return lab_base(f"{config.cluster.name}-{name}", lab, nodes, own, name, then=extra), slinky.config_files(config)["data"]["gres.conf"]
+def slinky_slurm_conf(config, lab: SlurmLab, name: str) -> str:
+    """Slinky 1.2.1's own lines (MaxNodeCount=1024, the room its dynamic nodes need; a NodeSet per NodeSet CR
+    over its Feature, no static nodes; no partition of its own: ours disable it), then the Controller's
+    `extraConf` verbatim, as its controller builder writes slurm.conf."""
+    nodesets = sorted({slinky.nodeset_name(pool) for pool in config.gpu_pools})
+    own = ["MaxNodeCount=1024", *(f"NodeSet={feature} Feature={feature}" for feature in nodesets)]
+    extra = for_this_machine(slinky.controller(config)["spec"]["extraConf"] + "\n")
+    return lab_base(f"{config.cluster.name}-{name}", lab, {}, [*own, f"SlurmdPort={free_port()}"], name, then=extra)
 
 
+@pytest.mark.parametrize("lab", OPERATOR_GENERATIONS["slinky"], indirect=True)
 @pytest.mark.parametrize("stack", ["prod-hcm", "dev-lab"])
-def test_slurmctld_runs_slinkys_extra_conf(lab, stack):
-    # prod-hcm is Slinky's stack; dev-lab as Slinky adds the tenants' lines.
-    config = parse_config({**stack_config(stack), "slurmOperator": "slinky"})
-    conf, gres = slinky_slurm_conf(config, lab, f"slinky-{stack}")
-    process = lab.slurmctld(conf, for_this_slurm(gres, source="Slinky gres.conf"), name=f"slinky-{stack}")
-    log = lab.log(f"slurmctld-slinky-{stack}")
-    assert lab.alive(process) and config_complaints(log) == [], log[-3000:]
-    partitions = lab.scontrol(f"slinky-{stack}", "show", "partition", "-o").stdout
-    assert {p.split()[0] for p in partitions.splitlines()} == {f"PartitionName={p.name}" for p in config.partitions}, partitions
+def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, stack):
+    """prod-hcm is Slinky's stack; dev-lab as Slinky adds the tenants' lines. Each NodeSet's dynamic node
+    registers as the operator starts it (`slurmd -Z --conf "<NodeSet extraConf> Feature=<nodeset>"`) with the
+    rendered gres.conf (AutoDetect=nvidia). This machine has no GPU for the gpu/nvidia plugin to find: the
+    node's GPUs are listed by File= (/dev/nvidia<N>, no driver), the lines AutoDetect would have made."""
+    document = {**stack_config(stack), "slurmOperator": "slinky"}
+    config = on_cgroup_v1(document)
+    name = f"slinky-{stack}"
+    conf = slinky_slurm_conf(config, lab, name)
+    nvidia_devices(lab, max(pool.gpus_per_node for pool in config.gpu_pools))
+    nodes = {f"{name}-{pool.name}-0": pool for pool in config.gpu_pools}
+    # The lab: the GPUs AutoDetect finds on each pool's node, of the type it names them (the pool's).
+    found = [
+        f"NodeName={node} Name=gpu{f' Type={pool.slurm_gpu_type}' if pool.slurm_gpu_type else ''} File=/dev/nvidia[0-{pool.gpus_per_node - 1}]\n"
+        for node, pool in nodes.items()
+    ]
+    gres = slinky.config_files(config)["data"]["gres.conf"] + "".join(found)
+    cgroup_conf = slinky.config_files(config)["data"]["cgroup.conf"]
+    process = lab.slurmctld(conf, gres, [("cgroup.conf", cgroup_conf)], name=name)
+    try:
+        log = lab.log(f"slurmctld-{name}")
+        assert lab.alive(process) and config_complaints(log) == [], (config_complaints(log), log[-3000:])
+        partitions = lab.scontrol(name, "show", "partition", "-o").stdout
+        assert {p.split()[0] for p in partitions.splitlines()} == {f"PartitionName={p.name}" for p in config.partitions}, partitions
+        etc = lab.root / f"etc-slurm-{name}"
+        for node, pool in nodes.items():
+            # One at a time: the NodeSets' nodes share the rendered SlurmdPort, as pods do on their own addresses.
+            (extra,) = [nodeset["spec"]["extraConf"] for nodeset in [slinky.nodeset(config, pool)]]
+            # Its spool directory, as the pod's volume gives it (a dynamic node's slurmd makes none).
+            lab.dir(f"state-{name}/slurmd-{node}")
+            lab.start(
+                f"slurmd-{node}",
+                "env",
+                f"SLURM_CONF={etc}/slurm.conf",
+                "slurmd",
+                "-D",
+                "-Z",
+                "-N",
+                node,
+                "--conf",
+                f"{extra} Feature={slinky.nodeset_name(pool)}",
+            )
+            try:
+                wait_for(lambda: node_state(lab, name, node).startswith("IDLE"), f"{node} idle", 40)  # noqa: B023 - called here, in this pass
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{lab.log(f'slurmd-{node}')[-3000:]}\n{lab.log(f'slurmctld-{name}')[-3000:]}") from None
+            shown = lab.scontrol(name, "-o", "show", "node", node).stdout
+            assert f"Gres={gres_gpus(pool)}" in shown and f"AvailableFeatures={slinky.nodeset_name(pool)}" in shown, shown
+            assert node_state(lab, name, node) == "IDLE+DYNAMIC_NORM", shown
+            assert config_complaints(lab.log(f"slurmd-{node}")) == [], lab.log(f"slurmd-{node}")[-3000:]
+            lab.stop(f"slurmd-{node}")
+            lab.remove_cgroups(node)
+    finally:
+        for node in nodes:
+            lab.stop(f"slurmd-{node}")
+        lab.stop(f"slurmctld-{name}")
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_2_prod_starts_before_an_earlier_test_job(lab, jobs):
     running = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 5")
     wait_for(lambda: state(lab, running) == "RUNNING None", "vc1's first test job", 20)
@@ -245,6 +381,7 @@ def test_experiment_2_prod_starts_before_an_earlier_test_job(lab, jobs):
     assert state(lab, test).startswith("PENDING")
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_the_host_etc_is_unchanged_while_the_lab_runs(lab):
     # The lab's users exist (they own jobs above), only inside its namespace.
     assert "alice" in lab.run("getent", "passwd", "alice").stdout
@@ -252,6 +389,7 @@ def test_the_host_etc_is_unchanged_while_the_lab_runs(lab):
     assert etc_digest() == lab.etc_before
 
 
+@pytest.mark.parametrize("lab", [NEWEST], indirect=True)
 def test_experiment_4_both_machines_in_one_tenant(lab, jobs):
     """The lab's second layout: `default` holds a cell on each pool; the Job (a new hash) sets gres/gpu=2.
     A second tenant on top fails the fit check. The first layout is applied again afterwards."""
@@ -334,13 +472,14 @@ def open_gpu(lab: SlurmLab, name: str, device: str, *gres: str) -> tuple[str, st
 
 
 @pytest.mark.parametrize(
-    "operator, render, confined",
+    "lab, operator, render, confined",
     [
-        ("ack", acks_render, True),
-        ("slinky", slinkys_render, True),
+        *((release, "ack", acks_render, True) for release in OPERATOR_GENERATIONS["ack"]),
+        *((release, "slinky", slinkys_render, True) for release in OPERATOR_GENERATIONS["slinky"]),
         # The control: the same cgroup.conf under what ACK and Slinky rendered before (Slinky: Slurm's defaults).
-        ("before", lambda: (list(LAB_TASKS), acks_render()[1]), False),
+        (NEWEST, "before", lambda: (list(LAB_TASKS), acks_render()[1]), False),
     ],
+    indirect=["lab"],
 )
 def test_a_job_without_gres_cannot_open_the_gpu_a_job_with_gres_can(lab, operator, render, confined):
     """On real slurmd with each operator's rendered ProctrackType, TaskPlugin and cgroup.conf (for cgroup v1, what
@@ -352,7 +491,7 @@ def test_a_job_without_gres_cannot_open_the_gpu_a_job_with_gres_can(lab, operato
     conf = lab_base(name, lab, nodes, ["GresTypes=gpu", "PartitionName=gpu Nodes=ALL Default=YES"], name, then="\n".join(lines) + "\n")
     gres = gpu_device_nodes(lab, nodes)
     device = gres.split("File=")[1].strip()
-    ctld = lab.slurmctld(conf, gres, [("cgroup.conf", for_this_slurm(cgroup_conf, source=f"{operator} cgroup.conf"))], name=name)
+    ctld = lab.slurmctld(conf, gres, [("cgroup.conf", for_this_machine(cgroup_conf))], name=name)
     try:
         lab.slurmd(f"{name}-0", name)
         wait_for(lambda: lab.scontrol(name, "-o", "show", "node").stdout.split("State=")[1].startswith("IDLE"), f"{name}-0 idle", 30)
@@ -373,12 +512,13 @@ def typed_job(lab: SlurmLab, name: str, command: str, *args: str, check: bool = 
     return lab.run("env", conf, command, *extra, "-A", "typed", "-t1", *args, user="alice", check=check, timeout=60)
 
 
+@pytest.mark.parametrize("lab", OPERATOR_GENERATIONS["ack"], indirect=True)
 def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_against_the_gpu_limit(lab):
-    """ACK's render for the Slurm installed here, its GPU pool at two GPUs per node: the CLOUD node line's
+    """ACK's render for the lab's Slurm generation, its GPU pool at two GPUs per node: the CLOUD node line's
     `Gres=gpu:<type>:2`, gres.conf's `Type=<type>` with the fake GPUs listed by `File=` (no GPU here: AutoDetect
     needs a driver, docs/operators.md, "What only a GPU host proves"), and the accounted TRES the tenants' limits read."""
     raw = copy.deepcopy(stack_config("staging-hangzhou"))
-    raw["slurm"]["ack"]["slurmRelease"] = slurm_version()
+    raw["slurm"]["ack"]["slurmRelease"] = lab.release
     next(p for p in raw["nodePools"] if p.get("gpusPerNode"))["gpusPerNode"] = 2
     config = parse_config(raw)
     pool = config.gpu_pools[0]

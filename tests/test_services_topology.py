@@ -1,4 +1,4 @@
-"""HiveD's topology guarantee on real Slurm 22.05 (tests/services.py): two tenants each hold one
+"""HiveD's topology guarantee on real Slurm of soperator 4.1.7's newest generation (tests/services.py): two tenants each hold one
 4-GPU cell on a pool of two 4-GPU nodes, so each cell is a whole node. The tenants Job reserves
 a node for each (components/tenancy.py `reservations`); the other tenant's guaranteed jobs
 cannot fragment it, oppo jobs borrow it and are preempted, and a new layout moves the reservations."""
@@ -12,6 +12,7 @@ import pytest
 from components.config import parse_config
 from tests.harness import stack_config
 from tests.services import reservation_fields, soperator4_lab, tenants_job, wait_for
+from tests.test_services_slurm import OPERATOR_GENERATIONS
 
 NODES = {"gpu-c-0": ("gpu-c", 4), "gpu-c-1": ("gpu-c", 4), "gpu-d-0": ("gpu-d", 1)}
 CELL = [{"pool": "gpu-c", "gpusPerCell": 4, "cells": 1}]
@@ -26,11 +27,13 @@ def layout(**cells):
 
 
 SHARED = layout(default=CELL, vc1=CELL)
+# The experiments run on the newest generation of the operator's pair.
+NEWEST = OPERATOR_GENERATIONS["soperator 4.1.7"][-1]
 
 
 @pytest.fixture(scope="module")
 def lab():
-    with soperator4_lab(SHARED, NODES, ["alice", "bob"]) as started:
+    with soperator4_lab(SHARED, NODES, ["alice", "bob"], NEWEST) as started:
         applied = tenants_job(started, SHARED, "shared")
         assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
         yield started
