@@ -404,6 +404,10 @@ charts() {
 		sed 's|^ "metadata": {$| "metadata": {"annotations": {"pulumi.com/patchForce": "true"},|' "$contract" >"$crds/${contract##*/}"
 		grep -q patchForce "$crds/${contract##*/}" || die "no metadata line to annotate in $contract"
 	done
+	# Kueue's stand-in (and 0.19.1's, whose crds/ links to it) carries the 0.19.2 contract's CRDs, as the real
+	# chart installs them with its release.
+	mkdir -p "$dest/kueue/crds"
+	cp "$here/../contracts/kueue/v0.19.2/"*.json "$dest/kueue/crds/"
 }
 
 # What a managed cluster has before any stack: the upstream CRDs the project

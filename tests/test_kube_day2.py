@@ -39,8 +39,9 @@ def before(ws, cluster):
 
 
 def set_config(ws: Workspace, values: dict[str, str]) -> None:
-    for path, value in values.items():
-        ws.pulumi("config", "set", "--path", f"slurm-platform:{path}", value, stack=KWOK_STACK)
+    """Every value in one CLI call (a start of the CLI costs a second or two)."""
+    pairs = [arg for path, value in values.items() for arg in ("--plaintext", f"slurm-platform:{path}={value}")]
+    ws.pulumi("config", "set-all", "--path", *pairs, stack=KWOK_STACK)
 
 
 def changes(ws: Workspace) -> dict[str, str]:
@@ -150,6 +151,68 @@ def test_chart_and_image_bumps_are_updates_and_the_up_converges(ws, cluster, bef
     nodeset = cluster.require("nodeset.slurm.nebius.ai", "gpu", NAMESPACE)
     assert "25.11.3-slurm25.11.3" in json.dumps(nodeset["spec"])
     assert cluster.require("slurmcluster", "fpt-hpc", NAMESPACE)["metadata"]["uid"] == before["cluster"]
+
+
+# kube-local.sh charts: gpu-operator's and Kueue's stand-ins, each at two versions, their Deployment's image tag the
+# chart's appVersion, as the real charts'. Kueue renders its queues only with tenants (operators.kueue.enabled needs
+# one), so the stack gains one, without a namespace: Kueue's flavor, topology and priority classes.
+CHARTS_A = {
+    "operators.gpuOperator.install": "true",
+    "operators.gpuOperator.repository": "./.kwok/charts",
+    "operators.kueue.enabled": "true",
+    "operators.kueue.version": "0.19.1",
+    "operators.kueue.repository": "./.kwok/charts/kueue-0.19.1",
+    "tenants[0].name": "vision",
+    "tenants[0].cells[0].pool": "gpu",
+    "tenants[0].cells[0].gpusPerCell": "8",
+    "tenants[0].cells[0].cells": "1",
+}
+CHARTS_B = {
+    "operators.gpuOperator.version": "v25.3.0",
+    "operators.gpuOperator.repository": "./.kwok/charts/gpu-operator-v25.3.0",
+    "operators.kueue.version": "0.19.2",
+    "operators.kueue.repository": "./.kwok/charts",
+}
+# The charts' Deployments (namespace/name) and their images at A and at B.
+OPERATORS = {
+    ("gpu-operator", "gpu-operator"): ("nvcr.io/nvidia/gpu-operator:v24.9.2", "nvcr.io/nvidia/gpu-operator:v25.3.0"),
+    ("kueue-system", "kueue-controller-manager"): ("registry.k8s.io/kueue/kueue:v0.19.1", "registry.k8s.io/kueue/kueue:v0.19.2"),
+}
+KUEUE_KINDS = ("resourceflavors.kueue.x-k8s.io", "topologies.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io")
+
+
+def operator_images(cluster: LocalCluster) -> dict[tuple[str, str], tuple[str, str]]:
+    """(namespace, name) -> (UID, image) of each chart's Deployment."""
+    found = {key: cluster.require("deployment", key[1], key[0]) for key in OPERATORS}
+    return {key: (d["metadata"]["uid"], d["spec"]["template"]["spec"]["containers"][0]["image"]) for key, d in found.items()}
+
+
+def kueue_objects(cluster: LocalCluster) -> dict[str, str]:
+    """kind/name -> UID of every cluster-scoped Kueue object."""
+    items = [item for kind in KUEUE_KINDS for item in json.loads(cluster.kubectl("get", kind, "-o", "json").stdout)["items"]]
+    return {f"{item['kind']}/{item['metadata']['name']}": item["metadata"]["uid"] for item in items}
+
+
+def test_gpu_operator_and_kueue_chart_bumps_are_updates_in_place(ws, cluster, before):
+    set_config(ws, CHARTS_A)
+    converge(ws, cluster, before)
+    at_a = operator_images(cluster)
+    assert {key: image for key, (_, image) in at_a.items()} == {key: images[0] for key, images in OPERATORS.items()}
+    queues = kueue_objects(cluster)
+    assert {name.split("/")[0] for name in queues} == {"ResourceFlavor", "Topology", "WorkloadPriorityClass"}, queues
+    set_config(ws, CHARTS_B)
+    changed = changes(ws)
+    print(json.dumps(changed, indent=1))
+    # Each chart's Deployment updated in place (its image and version label); nothing else of the cluster moves.
+    release = {"gpu-operator": "operators-gpu-operator", "kueue-system": "operators-kueue"}
+    assert names(changed, "update") == {f"{release[namespace]}:{namespace}/{name}" for namespace, name in OPERATORS}, changed
+    assert not names(changed, *REPLACING, "delete", "create"), changed
+    converge(ws, cluster, before)
+    assert operator_images(cluster) == {key: (at_a[key][0], images[1]) for key, images in OPERATORS.items()}
+    assert kueue_objects(cluster) == queues
+    outputs = json.loads(ws.pulumi("stack", "output", "--json", stack=KWOK_STACK).stdout)
+    assert outputs["installedCharts"]["gpu-operator"]["version"] == "v25.3.0"
+    assert outputs["installedCharts"]["kueue"]["version"] == "0.19.2"
 
 
 def test_a_renamed_stack_and_one_moved_to_another_backend_keep_every_resource(ws, cluster, before, tmp_path):
