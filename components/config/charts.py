@@ -21,6 +21,8 @@ from .fields import (
     _check_image_repository_path,
     _check_rdma_resource_name,
     _leading_v,
+    chart_namespace,
+    chart_repository,
 )
 from .slinky import SlinkyOperatorConfig
 from .soperator import SoperatorConfig
@@ -33,13 +35,9 @@ if TYPE_CHECKING:
 
 
 class GpuOperatorConfig(ChartConfig):
-    namespace: DnsLabel = Field(
-        "gpu-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("gpu-operator")
     version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v24.9.2"
-    repository: ChartRepository = Field(
-        NVIDIA_HELM_REPO, description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory."
-    )
+    repository: ChartRepository = chart_repository(NVIDIA_HELM_REPO)
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
     driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
     toolkit_enabled: bool = Field(True, description="Install the NVIDIA container toolkit (false when nodes ship one).")
@@ -50,13 +48,9 @@ class GpuOperatorConfig(ChartConfig):
 
 
 class NetworkOperatorConfig(ChartConfig):
-    namespace: DnsLabel = Field(
-        "nvidia-network-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("nvidia-network-operator")
     version: Annotated[ExactVersion, _leading_v(False), Field(description="Chart version without a leading v.")] = "24.10.1"
-    repository: ChartRepository = Field(
-        NVIDIA_HELM_REPO, description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory."
-    )
+    repository: ChartRepository = chart_repository(NVIDIA_HELM_REPO)
     node_feature_discovery: bool = Field(False, description="Deploy NFD; off because the GPU operator runs one.")
     rdma_shared_device_plugin_image: Annotated[str, AfterValidator(_check_image_repository_path)] = Field(
         "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin",
@@ -74,9 +68,7 @@ class NetworkOperatorConfig(ChartConfig):
 
 
 class MariadbOperatorConfig(ChartConfig):
-    namespace: DnsLabel = Field(
-        "mariadb-operator", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("mariadb-operator")
     version: Annotated[ExactVersion, _leading_v(False)] = Field(
         "0.29.0", description="0.29.0 serves the k8s.mariadb.com/v1alpha1 API soperator 1.14.10 is built against."
     )
@@ -95,14 +87,9 @@ class CertManagerConfig(ChartConfig):
         description="Installed on its own when the Slurm operator's chart has webhooks (soperator 4.x, Slinky) unless set "
         "to false here (it is already there); soperator 1.14.10 and ACK need none. Set true for your own Certificates.",
     )
-    namespace: DnsLabel = Field(
-        "cert-manager", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("cert-manager")
     version: Annotated[ExactVersion, _leading_v(True)] = Field("v1.16.2", description="Chart version with a leading v.")
-    repository: ChartRepository = Field(
-        "https://charts.jetstack.io",
-        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
-    )
+    repository: ChartRepository = chart_repository("https://charts.jetstack.io")
 
 
 class KueueConfig(ChartConfig):
@@ -114,14 +101,9 @@ class KueueConfig(ChartConfig):
         "tenant in one cohort, a LocalQueue in each tenant namespace, WorkloadPriorityClasses slurm-prod/test/oppo.",
     )
     install: bool = Field(True, description="With enabled: declare the Helm release; false when Kueue is already installed.")
-    namespace: DnsLabel = Field(
-        "kueue-system", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("kueue-system")
     version: Annotated[ExactVersion, _leading_v(False)] = Field("0.19.2", description="Chart version without a leading v.")
-    repository: ChartRepository = Field(
-        "oci://registry.k8s.io/kueue/charts",
-        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
-    )
+    repository: ChartRepository = chart_repository("oci://registry.k8s.io/kueue/charts")
 
 
 class OperatorsConfig(Model):

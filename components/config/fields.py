@@ -372,6 +372,19 @@ class Model(BaseModel):
 NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
 
 
+def chart_namespace(default: str) -> Any:
+    """A chart's `namespace` field: every chart describes it alike."""
+    return Field(default, description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it).")
+
+
+def chart_repository(default: str) -> Any:
+    """A chart's `repository` field with its default source: every chart describes it alike."""
+    return Field(
+        default,
+        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
+    )
+
+
 class ChartConfig(Model):
     install: bool = Field(True, description="Declare the Helm release; false when the cloud portal already installed it.")
     namespace: DnsLabel

@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from .fields import ChartConfig, DnsLabel, DnsSubdomain, ImageRepository, ImageTag, Model, PodResources, Problem, Quantity, pod_resources
+from .fields import (
+    ChartConfig,
+    DnsLabel,
+    DnsSubdomain,
+    ImageRepository,
+    ImageTag,
+    Model,
+    PodResources,
+    Problem,
+    Quantity,
+    chart_namespace,
+    chart_repository,
+    pod_resources,
+)
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -28,14 +41,9 @@ def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
 class SlinkyOperatorConfig(ChartConfig):
     """SchedMD's slurm-operator (Slinky) and its CRDs chart."""
 
-    namespace: DnsLabel = Field(
-        "slinky", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("slinky")
     version: Literal["1.2.1"] = Field("1.2.1", description="slurm-operator release (API slinky.slurm.net/v1beta1).")
-    repository: str = Field(
-        "oci://ghcr.io/slinkyproject/charts",
-        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
-    )
+    repository: str = chart_repository("oci://ghcr.io/slinkyproject/charts")
 
 
 class SlinkyClusterConfig(Model):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from .fields import ChartConfig, ChartRepository, DnsLabel, Problem
+from .fields import ChartConfig, ChartRepository, DnsLabel, Problem, chart_namespace, chart_repository
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -30,17 +30,12 @@ def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
 
 
 class SoperatorConfig(ChartConfig):
-    namespace: DnsLabel = Field(
-        "soperator-system", description="Namespace the chart is installed in (and its namespace declared, unless a portal installed it)."
-    )
+    namespace: DnsLabel = chart_namespace("soperator-system")
     version: Literal["1.14.10", "4.1.7"] = Field(
         "1.14.10",
         description="soperator release; the SlurmCluster shape follows it (1.14.10: workers in the CR; 4.1.7: one NodeSet per GPU pool).",
     )
-    repository: ChartRepository = Field(
-        "oci://cr.eu-north1.nebius.cloud/soperator",
-        description="Where the chart comes from: a Helm repository URL, an OCI prefix or a local directory (mirrors, air-gapped sites).",
-    )
+    repository: ChartRepository = chart_repository("oci://cr.eu-north1.nebius.cloud/soperator")
     crds_version: Optional[Literal["4.1.7"]] = Field(
         None,
         description="The CRDs chart ahead of the operator: 4.1.7 with version 1.14.10 is the upgrade's first up (the "
