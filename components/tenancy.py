@@ -48,6 +48,7 @@ from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import (
     admission_policy,
+    munged_lines,
     priority_class_policy,
     system_placement,
     system_priority_class_name,
@@ -67,6 +68,8 @@ KEY_DIR = "/auth-key"
 SCRIPT = "sacctmgr.sh"
 # libmunge's default socket, shared with a munged sidecar through an emptyDir.
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
+# Where sackd listens, and auth/slurm's clients look (its RUNTIME_DIRECTORY default).
+SACK_SOCKET = "/run/slurm/sack.socket"
 # The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
 RESERVATION_PREFIX = "cells."
 # Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
@@ -246,12 +249,15 @@ def _auth_setup(client: AccountingClient) -> list[str]:
     if client.munge_image:
         return [f"until [ -S {MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done"]
     if client.auth == "auth/munge":
-        return [
-            "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
-            f"install -o munge -g munge -m 0400 {KEY_DIR}/key /etc/munge/munge.key",
-            "runuser -u munge -- munged",
-        ]
-    return [f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key"]
+        return munged_lines(f"{KEY_DIR}/key")
+    # auth/slurm signs with the key only inside Slurm's daemons: a client such as sacctmgr asks sackd, over its socket,
+    # so the script runs one on the key (as Slinky's login pods do); it ends with the container. sackd detaches before
+    # reading slurm.conf: if no socket comes, sacctmgr below says why (a bad config, or no sackd).
+    return [
+        f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key",
+        "sackd",
+        f"for _ in $(seq 5); do [ -S {SACK_SOCKET} ] && break; echo waiting for sackd; sleep 1; done",
+    ]
 
 
 # What sacctmgr prints while slurmdbd is not up yet (or its Service has no address yet);

@@ -273,6 +273,15 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     assert "State=CLOUD" not in ack.slurm_conf(quiet) and "SuspendProgram" not in ack.slurm_conf(quiet)
 
 
+def test_acks_jobs_get_their_cores_share_of_a_workers_memory_not_all_of_it(ack_config):
+    """Memory is consumable (CR_Core_Memory): without a default, a job that asks for none takes the whole worker,
+    and a second tenant's job on its other GPUs waits (tests/test_services_topology.py saw it on 24.11)."""
+    lines = ack.slurm_conf(ack_config).splitlines()
+    cpus, memory = ack.worker_shape(ack_config)
+    assert (cpus, memory) == (28, 102400)  # the CLOUD lines' CPUs and RealMemory
+    assert "SelectTypeParameters=CR_Core_Memory" in lines and f"DefMemPerCPU={memory // cpus}" in lines
+
+
 def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):
     # AutoDetect on a CLOUD node is fatal in slurmctld up to 23.11.3 (the services tier starts it on this text).
     assert ack.gres_conf(ack_config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"

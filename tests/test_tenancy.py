@@ -358,6 +358,24 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
 
 
 @pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
+def test_the_job_reaches_slurmdbd_the_way_its_operators_auth_takes(stack):
+    """auth/slurm's clients take credentials from sackd only (the key signs inside daemons); munged refuses a
+    socket directory others cannot enter. tests/test_services_slurm.py runs each script on real Slurm."""
+    config = with_tenants(*two_teams(stack), stack=stack)
+    client = operator_module(config).accounting_client(config)
+    lines = tenancy.sacctmgr_script(config, client).splitlines()
+    first_sacctmgr = next(i for i, line in enumerate(lines) if "sacctmgr" in line and not line.startswith("#"))
+    if client.munge_image:
+        assert f"until [ -S {tenancy.MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done" in lines
+    elif client.auth == "auth/munge":
+        assert "install -d -o munge -g munge -m 0755 /run/munge" in lines
+        assert lines.index("runuser -u munge -- munged") < first_sacctmgr
+    else:
+        assert client.auth == "auth/slurm"
+        assert lines.index("sackd") < first_sacctmgr and tenancy.SACK_SOCKET in lines[lines.index("sackd") + 1]
+
+
+@pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
 def test_every_per_cluster_sacctmgr_call_names_the_cluster(stack):
     # A shared slurmdbd serves other clusters: accounts and users land on ours only. QOS are global in slurmdbd.
     config = with_tenants(*two_teams(stack), stack=stack)

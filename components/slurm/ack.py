@@ -44,6 +44,7 @@ from .common import (
     gpu_resources,
     gres_gpus,
     ldap_ca_files,
+    munged_lines,
     no_live_login,
     no_removed_workers_warning,
     no_status_message,
@@ -126,15 +127,22 @@ def worker_name_prefix(config: PlatformConfig, pool: NodePoolConfig) -> str:
 # --- slurm.conf -----------------------------------------------------------------
 
 
+def worker_shape(config: PlatformConfig) -> tuple[int, int]:
+    """(CPUs, RealMemory in MiB) of a worker pod: what its slurmd offers Slurm (at least one CPU)."""
+    worker = config.slurm.worker.slurmd
+    return max(1, int(quantity_value(worker.cpu))), int(quantity_value(worker.memory) // 2**20)
+
+
 def node_lines(config: PlatformConfig) -> list[str]:
     """A Slurm NodeSet per worker group (workers register as dynamic nodes with Feature=<group>),
     and with autoscaling the guide's CLOUD NodeName lines the copilot resumes and suspends."""
-    worker, autoscaling = config.slurm.worker.slurmd, ack(config).autoscaling
+    autoscaling = ack(config).autoscaling
+    cpus, memory = worker_shape(config)
     lines = []
     for pool in config.gpu_pools:
         lines.append(f"NodeSet={pool.name} Feature={pool.name}")
         if autoscaling.enabled:
-            shape = f"CPUs={int(quantity_value(worker.cpu))} RealMemory={int(quantity_value(worker.memory) // 2**20)} Gres={gres_gpus(pool)}"
+            shape = f"CPUs={cpus} RealMemory={memory} Gres={gres_gpus(pool)}"
             nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
             lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
     return lines
@@ -148,6 +156,11 @@ def partition_lines(config: PlatformConfig) -> list[str]:
             f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
         )
     return lines
+
+
+def default_memory_per_cpu(config: PlatformConfig) -> int:
+    cpus, memory = worker_shape(config)
+    return memory // cpus
 
 
 def slurm_conf(config: PlatformConfig) -> str:
@@ -167,6 +180,9 @@ def slurm_conf(config: PlatformConfig) -> str:
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
+        # Memory is consumable: a job that asks for none gets its cores' share, not the whole node (Slurm's
+        # default), so several tenants' jobs share a worker as they share its GPUs.
+        f"DefMemPerCPU={default_memory_per_cpu(config)}",
         "GresTypes=gpu",
         "SlurmctldTimeout=300",
         "SlurmdTimeout=300",
@@ -473,9 +489,7 @@ def copilot_script(config: PlatformConfig) -> str:
         f'printf %s "$KUBERNETES_SERVICE_PORT" > {K8S_INFO_DIR}/k8s_svc_port',
         f"printf %s {q(config.cluster.namespace)} > {PODINFO_DIR}/namespace",
         f"printf '%s\\n' {q(f'{CLUSTER_LABEL}={json.dumps(config.cluster.name)}')} > {PODINFO_DIR}/labels",
-        "install -d -o munge -g munge -m 0700 /etc/munge /run/munge /var/lib/munge /var/log/munge",
-        f"install -o munge -g munge -m 0400 {q(munge_conf_path(config))} /etc/munge/munge.key",
-        "runuser -u munge -- munged",
+        *munged_lines(q(munge_conf_path(config))),
         "set +e  # from here on a failing sinfo or program is logged and retried, not fatal",
         copilot_step_function(),
         "while true; do",

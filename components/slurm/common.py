@@ -133,6 +133,17 @@ def accounted_gpu_tres(config: PlatformConfig) -> str:
     return ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in types)])
 
 
+def munged_lines(key_file: str) -> list[str]:
+    """Shell lines that start munged on `key_file` (a shell word) as the munge package lays it out: key and state
+    private to munge, the socket's directory open to every client (munged refuses to start on a 0700 one)."""
+    return [
+        "install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge",
+        "install -d -o munge -g munge -m 0755 /run/munge",
+        f"install -o munge -g munge -m 0400 {key_file} /etc/munge/munge.key",
+        "runuser -u munge -- munged",
+    ]
+
+
 # QOS priority weight: large enough that prod > test > oppo outweighs age and fair share.
 PRIORITY_WEIGHT_QOS = 100000
 
