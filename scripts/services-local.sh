@@ -32,6 +32,14 @@ RESTORED=(/etc/nsswitch.conf /etc/pam.d/common-auth /etc/pam.d/common-account /e
 # the tenants Job's script run there (python3 opens the fake GPUs, hostname answers `srun hostname`).
 ROOTFS_PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge python3-minimal hostname)
 ROOTFS_SUITES=(bookworm trixie forky)
+# From 24.11 (trixie) on, also sackd: auth/slurm's clients (Slinky's) get their credentials from it.
+rootfs_packages() {
+	if [[ $1 == bookworm ]]; then
+		echo "${ROOTFS_PACKAGES[*]}"
+	else
+		echo "${ROOTFS_PACKAGES[*]} sackd"
+	fi
+}
 ROOTFS_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/slurm-platform/rootfs
 # The archive this machine's apt already uses.
 MIRROR=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
@@ -117,7 +125,8 @@ install_packages() {
 
 rootfs_path() {
 	local hash
-	hash=$(printf '%s\n' "$1" "${ROOTFS_PACKAGES[@]}" | sha256sum | cut -c1-12)
+	# shellcheck disable=SC2046 # one package per line
+	hash=$(printf '%s\n' "$1" $(rootfs_packages "$1") | sha256sum | cut -c1-12)
 	echo "$ROOTFS_CACHE/$1-$hash"
 }
 
@@ -147,9 +156,11 @@ rootfs() {
 		local building
 		building=$(mktemp -d "$target.building.XXXXXX")
 		trap 'rm -rf "$building"' EXIT
-		log "building $target from $MIRROR ($suite: ${ROOTFS_PACKAGES[*]})"
+		local packages
+		packages=$(rootfs_packages "$suite")
+		log "building $target from $MIRROR ($suite: $packages)"
 		# The testing suite's Release may carry an expired Valid-Until; the packages are still signed.
-		mmdebstrap --quiet --variant=essential --include="$(IFS=,; echo "${ROOTFS_PACKAGES[*]}")" \
+		mmdebstrap --quiet --variant=essential --include="${packages// /,}" \
 			--aptopt='Acquire::Check-Valid-Until "false"' \
 			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
 			"$suite" "$building" "$MIRROR" >&2

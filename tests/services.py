@@ -21,11 +21,14 @@ directory. A line the generation's Slurm refuses fails the test that renders it.
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import functools
 import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -37,7 +40,7 @@ from typing import Any, Optional
 import pytest
 from slurm_rules import confinement
 
-from tests.harness import ROOT
+from tests.harness import ROOT, stack_config
 
 SCRIPT = ROOT / "scripts" / "services-local.sh"
 
@@ -151,8 +154,6 @@ class Lab:
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.daemons: list[tuple[str, subprocess.Popen]] = []
-        # PIDs of daemons something else started in the lab (a script's own munged): stopped too.
-        self.adopted: list[int] = []
         self.release = release
         self.fs: Optional[Path] = None
         tree = rootfs(release) if release else None
@@ -286,8 +287,6 @@ class Lab:
             self.daemons.remove(entry)
 
     def close(self) -> None:
-        for pid in self.adopted:
-            _terminate(pid)
         for _, process in reversed(self.daemons):
             _terminate(process.pid, process)
         self.daemons.clear()
@@ -328,6 +327,8 @@ def _terminate(pid: int, process: Optional[subprocess.Popen] = None) -> None:
 # --- Slurm -----------------------------------------------------------------------
 
 SLURMDBD_DB_PASSWORD = "lab-slurmdbd"
+# auth/slurm's shared key in the labs (Slinky's clusters): never a real cluster's.
+SLURM_KEY = "s" * 1024
 
 
 class SlurmLab(Lab):
@@ -391,7 +392,7 @@ class SlurmLab(Lab):
         grant = f"CREATE USER slurm@localhost IDENTIFIED BY '{SLURMDBD_DB_PASSWORD}'; GRANT ALL ON `slurm_acct_db%`.* TO slurm@localhost"
         self.run("mariadb", "--no-defaults", f"--socket={run}/mysqld.sock", "-e", grant, host=True)
 
-    def slurmdbd(self, user: str = "root", name: str = "") -> int:
+    def slurmdbd(self, user: str = "root", name: str = "", auth: str = "auth/munge") -> int:
         """slurmdbd as `user`, its port returned: the lab's (on `dbd_port`), or, given a `name`, one more of
         its own (its own database). slurmctld from 23.11 on takes slurmdbd's updates (new associations) only
         from root or its own SlurmUser, and slurmdbd registers only a slurmctld of root or its SlurmUser:
@@ -402,7 +403,7 @@ class SlurmLab(Lab):
         conf.write_text(
             "\n".join(
                 [
-                    "AuthType=auth/munge",
+                    f"AuthType={auth}",
                     "DbdHost=localhost",
                     f"DbdPort={port}",
                     f"SlurmUser={user}",
@@ -427,6 +428,30 @@ class SlurmLab(Lab):
     def sacctmgr(self, *args: str) -> str:
         return self.run("sacctmgr", "-nP", *args).stdout
 
+    def node_port(self, node: str) -> int:
+        return self.node_ports.setdefault(node, free_port())
+
+    def slurm_key(self, etc: Optional[Path] = None) -> None:
+        """auth/slurm's key where a cluster's daemons read it: beside its slurm.conf (the lab's: and slurmdbd.conf)."""
+        key = (etc or self.slurm_etc) / "slurm.key"
+        key.write_text(SLURM_KEY)
+        key.chmod(0o600)
+
+    def sackd(self, etc: Path) -> None:
+        """sackd (once) on the lab's key and the slurm.conf in `etc`: auth/slurm's clients (sacctmgr, sbatch, squeue)
+        get their credentials from it, for every cluster of the lab, since all use the key."""
+        from components.tenancy import SACK_SOCKET
+
+        if any(name == "sackd" for name, _ in self.daemons):
+            return
+        # sackd stays in the foreground (a child the lab stops by PID) only as systemd's: the lab holds the
+        # datagram socket its notifications go to.
+        self.sackd_notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sackd_notify.bind(str(self.root / "sackd-notify"))
+        notify = f"NOTIFY_SOCKET={self.root / 'sackd-notify'}"
+        self.start("sackd", "env", notify, f"SLURM_CONF={etc}/slurm.conf", "sackd", "--systemd")
+        wait_for(lambda: self.run("test", "-S", SACK_SOCKET, check=False).returncode == 0, "sackd's socket", 15)
+
     def slurmctld(self, slurm_conf: str, gres_conf: str = "", extra: Iterable[tuple[str, str]] = (), name: str = "") -> subprocess.Popen:
         """slurmctld on these files: in the lab's /etc/slurm, or, given a `name`, in a directory of
         their own (one more cluster on the same slurmdbd; `scontrol(name, ...)` talks to it)."""
@@ -435,6 +460,9 @@ class SlurmLab(Lab):
         (etc / "gres.conf").write_text(gres_conf)
         for file_name, text in extra:
             (etc / file_name).write_text(text)
+        if "\nAuthType=auth/slurm\n" in slurm_conf:
+            self.slurm_key(etc)
+            self.sackd(etc)
         process = self.start(f"slurmctld{'-' + name if name else ''}", "env", f"SLURM_CONF={etc}/slurm.conf", "slurmctld", "-D", "-i")
         wait_for(lambda: self.scontrol(name, "ping", check=False).returncode == 0 or not self.alive(process), f"slurmctld {name}", 30)
         return process
@@ -443,10 +471,12 @@ class SlurmLab(Lab):
         etc = self.root / f"etc-slurm-{name}" if name else self.slurm_etc
         return self.run("env", f"SLURM_CONF={etc}/slurm.conf", "scontrol", *args, check=check)
 
-    def slurmd(self, node: str, name: str = "") -> None:
-        """`slurmd -N node`, of the lab's cluster or, given a `name`, of `slurmctld(..., name=name)`'s."""
+    def slurmd(self, node: str, name: str = "", conf: Optional[str] = None) -> None:
+        """`slurmd -N node`, of the lab's cluster or, given a `name`, of `slurmctld(..., name=name)`'s;
+        given a `conf`, a dynamic node (`slurmd -Z --conf conf`)."""
         etc = self.root / f"etc-slurm-{name}" if name else self.slurm_etc
-        self.start(f"slurmd-{node}", "env", f"SLURM_CONF={etc}/slurm.conf", "slurmd", "-D", "-N", node)
+        dynamic = ["-Z", "--conf", conf] if conf is not None else []
+        self.start(f"slurmd-{node}", "env", f"SLURM_CONF={etc}/slurm.conf", "slurmd", "-D", "-N", node, *dynamic)
 
     def remove_cgroups(self, node: str) -> None:
         """The cgroup v1 directories `slurmd -N node` made (`slurm_<node>` under each controller of the host's
@@ -489,12 +519,15 @@ def config_complaints(log: str) -> list[str]:
 LAB_TASKS = ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none")
 
 
-def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "", then: str = "") -> str:
+def lab_base(
+    cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "", then: str = "", auth: str = "auth/munge"
+) -> str:
     """The part of slurm.conf an operator generates itself (soperator, Slinky), as a minimal
     base for this machine: the controller on loopback, accounting, one fake node per entry
     (`nodes`: name -> (feature, GPUs)) with its own port, `%n` in every per-node path;
     `lines` are that operator's own settings, and `then`, the rendered text, follows them
-    (what either sets of `LAB_TASKS` replaces the lab's line).
+    (what either sets of `LAB_TASKS` replaces the lab's line). `auth`: the cluster's AuthType (auth/slurm: with
+    CredType=cred/slurm, its key written by `SlurmLab.slurmctld`).
     A `name` gives the slurmctld of `SlurmLab.slurmctld(..., name=name)` its own state and port."""
     lines = list(lines)
     operators = confinement.settings("\n".join([*lines, then]))
@@ -503,7 +536,8 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         f"ClusterName={cluster}",
         "SlurmctldHost=localhost(127.0.0.1)",
         f"SlurmctldPort={free_port() if name else lab.ctld_port}",
-        "AuthType=auth/munge",
+        f"AuthType={auth}",
+        *(["CredType=cred/slurm"] if auth == "auth/slurm" else []),
         "AuthInfo=cred_expire=10",  # a requeued job may run again after 10 s, not 121
         "SlurmUser=root",
         f"StateSaveLocation={state}",
@@ -526,34 +560,19 @@ def lab_base(cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], 
         *lines,
     ]
     for name, (feature, gpus) in nodes.items():
-        base.append(
-            f"NodeName={name} NodeAddr=127.0.0.1 Port={lab.node_ports.setdefault(name, free_port())} CPUs={2 * max(gpus, 1)} RealMemory=500 Gres=gpu:{gpus} Feature={feature} State=UNKNOWN"
-        )
+        base.append(f"NodeName={name} NodeAddr=127.0.0.1 {lab_node_shape(lab, name, gpus)} Gres=gpu:{gpus} Feature={feature} State=UNKNOWN")
     return "\n".join(base) + "\n" + then
-
-
-def fake_gpus(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
-    """gres.conf for nodes without GPUs. 22.05 drops a GPU without File=, refuses a plain file and two GPUs
-    of a node on one file: each fake GPU is a file of the lab with /dev/null bound over it (in the lab only)."""
-    devices = lab.dir("fake-gpus")
-    lines = []
-    for name, (_, gpus) in nodes.items():
-        for index in range(gpus):
-            device = devices / f"{name}-gpu{index}"
-            device.touch()
-            lab.bind(Path("/dev/null"), str(device))
-            lines.append(f"NodeName={name} Name=gpu File={device}\n")
-    return "".join(lines)
 
 
 # NVIDIA's character device major: /dev/nvidia<N> is c 195 N.
 NVIDIA_MAJOR = 195
 
 
-def gpu_device_nodes(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
+def gpu_device_nodes(lab: Lab, nodes: Mapping[str, tuple[str, int]], types: Optional[Mapping[str, Optional[str]]] = None) -> str:
     """gres.conf for nodes whose fake GPUs are real character devices, /dev/nvidia<N>'s numbers
     (mknod c 195 N, readable and writable by all) with no driver behind them. Opening one tells
-    the devices cgroup's refusal (EPERM) from an allowed open that finds no driver (ENXIO)."""
+    the devices cgroup's refusal (EPERM) from an allowed open that finds no driver (ENXIO). `types`: a node's
+    GPU type, where it has one."""
     devices = lab.dir("gpu-device-nodes")
     lines, minor = [], 0
     for name, (_, gpus) in nodes.items():
@@ -562,7 +581,8 @@ def gpu_device_nodes(lab: Lab, nodes: Mapping[str, tuple[str, int]]) -> str:
             if not device.exists():
                 os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
                 device.chmod(0o666)
-            lines.append(f"NodeName={name} Name=gpu File={device}\n")
+            gpu_type = (types or {}).get(name)
+            lines.append(f"NodeName={name} Name=gpu{f' Type={gpu_type}' if gpu_type else ''} File={device}\n")
             minor += 1
     return "".join(lines)
 
@@ -579,7 +599,8 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
     """A pod's script the way its container sees the world, on this machine: a private mount
     namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
     the ConfigMap's `files` at /tenants, the auth key (if any) at /auth-key/key, and its own writable
-    /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services)."""
+    /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services). In a PID namespace of
+    its own, as a container: the daemons the script starts (munged, sackd) end with it."""
     from components.tenancy import KEY_DIR, SCRIPT, SCRIPT_DIR
 
     assert lab.fs, "a pod runs in a generation's root filesystem"
@@ -595,20 +616,54 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
         (key_dir / "key").write_bytes(key)
         (key_dir / "key").chmod(0o400)
         binds[KEY_DIR] = key_dir
-        # A script that starts its own munged gets its own socket directory (and PID file).
+        # A script that starts its own munged or sackd gets its own socket directories.
         binds["/run/munge"] = lab.dir(f"pod-{name}/run-munge")
+        binds["/run/slurm"] = lab.dir(f"pod-{name}/run-slurm")
     mounts = [f"mkdir -p {lab.fs}{target} && mount --bind {source} {lab.fs}{target}" for target, source in binds.items()]
     mounts.append(f"mount --bind {hosts_file} {lab.fs}/etc/hosts")
     command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{SCRIPT}"
-    try:
-        return lab.run("unshare", "--mount", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
-    finally:
-        pid_file = lab.root / f"pod-{name}" / "run-munge" / "munged.pid"
-        if pid_file.exists():
-            lab.adopted.append(int(pid_file.read_text()))
+    return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
 
 
-def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> tuple[str, str]:
+def lab_node_shape(lab: SlurmLab, node: str, gpus: int) -> str:
+    """What a fake node has on this machine: its own port on loopback (the lab's for life: a re-rendered
+    slurm.conf keeps it), two CPUs per fake GPU and 500 MB (slurmd reports these, SlurmdParameters=config_overrides)."""
+    return f"Port={lab.node_port(node)} CPUs={2 * max(gpus, 1)} RealMemory=500"
+
+
+# The lab's site lines after an operator's whole slurm.conf (ACK's): each slurmd's spool, PID and log
+# file of its own (`%n`), slurmd's counts as configured, and the timing lab_base gives the others.
+def lab_site_lines(lab: SlurmLab, state: Path) -> list[str]:
+    return [
+        f"SlurmdPidFile={state}/slurmd-%n.pid",
+        f"SlurmdLogFile={lab.logs}/slurmd-%n.file",
+        f"SlurmctldPidFile={state}/slurmctld.pid",
+        "SlurmdParameters=config_overrides",
+        "SchedulerParameters=sched_interval=1,bf_interval=1",
+        "AuthInfo=cred_expire=10",
+    ]
+
+
+@dataclasses.dataclass
+class ClusterFiles:
+    """What one operator's cluster reads in the lab: slurm.conf, the files beside it, gres.conf (the
+    rendered lines, then the fake GPUs), and each dynamic node's `slurmd -Z --conf` (static nodes are in slurm.conf)."""
+
+    slurm_conf: str
+    beside: list[tuple[str, str]]
+    gres_conf: str
+    dynamic: dict[str, str]
+    slurm_user: str = "root"
+    auth: str = "auth/munge"
+
+
+def fake_gpu_lines(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> str:
+    """gres.conf lines for the nodes' fake GPUs, each of its pool's Slurm GPU type: the lines AutoDetect makes on a GPU node."""
+    pools = {pool.name: pool for pool in config.gpu_pools}
+    return gpu_device_nodes(lab, nodes, {node: pools[pool].slurm_gpu_type for node, (pool, _) in nodes.items()})
+
+
+def soperator4_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
     """The operator's own lines (its preempt settings, a `NodeSet=<name> Nodes=...` per NodeSet, structured
     partitions; each node with its NodeSet's `nodeConfig.features`), then `include custom_slurm.conf`
     holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
@@ -616,7 +671,7 @@ def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[
 
     spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
     partitions = [f"PartitionName={p['name']} Nodes={','.join(p['nodeSetRefs'])} {p['config']}" for p in spec["partitionConfiguration"]["partitions"]]
-    pools = sorted({feature for feature, _ in nodes.values()})
+    pools = sorted({pool for pool, _ in nodes.values()})
     own = [
         "GresTypes=gpu",
         "PreemptMode=REQUEUE",
@@ -626,46 +681,136 @@ def soperator4_slurm_conf(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[
         "include custom_slurm.conf",
     ]
     custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
-    return lab_base(config.cluster.name, lab, nodes, own), for_this_machine(custom)
+    # Untyped: soperator's NodeSets give no GPU type.
+    return ClusterFiles(
+        lab_base(config.cluster.name, lab, nodes, own), [("custom_slurm.conf", for_this_machine(custom))], gpu_device_nodes(lab, nodes), {}
+    )
 
 
-class Soperator4Lab(SlurmLab):
-    """A lab running one stack's soperator 4.1.7 slurm.conf: its config and its slurmctld."""
+def slinky_slurm_conf(config: Any, lab: SlurmLab, name: str = "") -> str:
+    """Slinky 1.2.1's own lines (MaxNodeCount=1024, the room its dynamic nodes need; a NodeSet per NodeSet CR
+    over its Feature, no static nodes; no partition of its own: ours disable it), then the Controller's
+    `extraConf` verbatim, as its controller builder writes slurm.conf."""
+    from components.slurm import slinky
+
+    nodesets = sorted({slinky.nodeset_name(pool) for pool in config.gpu_pools})
+    own = ["MaxNodeCount=1024", *(f"NodeSet={feature} Feature={feature}" for feature in nodesets), f"SlurmdPort={free_port()}"]
+    extra = for_this_machine(slinky.controller(config)["spec"]["extraConf"] + "\n")
+    cluster = f"{config.cluster.name}-{name}" if name else config.cluster.name
+    return lab_base(cluster, lab, {}, own, name, then=extra, auth=slinky.accounting_client(config).auth)
+
+
+def slinky_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
+    """Slinky's slurm.conf and files; each node a dynamic node of its pool's NodeSet, as the operator starts it
+    (`slurmd -Z --conf "<NodeSet extraConf> Feature=<nodeset>"`), with this machine's shape."""
+    from components.slurm import slinky
+
+    pools = {pool.name: pool for pool in config.gpu_pools}
+    files = slinky.config_files(config)["data"]
+    dynamic = {
+        node: f"{slinky.nodeset(config, pools[pool])['spec']['extraConf']} Feature={slinky.nodeset_name(pools[pool])} {lab_node_shape(lab, node, gpus)}"
+        for node, (pool, gpus) in nodes.items()
+    }
+    gres = files["gres.conf"] + fake_gpu_lines(config, lab, nodes)
+    auth = slinky.accounting_client(config).auth
+    return ClusterFiles(slinky_slurm_conf(config, lab), [("cgroup.conf", for_this_machine(files["cgroup.conf"]))], gres, dynamic, auth=auth)
+
+
+def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
+    """ACK's generated slurm.conf verbatim but for site lines, then the lab's (`lab_site_lines`); each node a
+    dynamic node of its worker group (`NodeSet=<group> Feature=<group>`), its GPUs those of the group, its
+    CPUs and memory a worker pod's (its memory is consumable: SelectTypeParameters=CR_Core_Memory)."""
+    from components.slurm import ack
+    from components.slurm.common import gres_gpus
+
+    pools = {pool.name: pool for pool in config.gpu_pools}
+    state = lab.dir("state", "slurm")
+    hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
+    paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n"}
+    ports = {"SlurmctldPort": lab.ctld_port, "AccountingStoragePort": lab.dbd_port}
+    conf = for_this_machine(ack.slurm_conf(config), hosts, paths, ports) + "\n".join(lab_site_lines(lab, state)) + "\n"
+    cpus, memory = ack.worker_shape(config)
+    dynamic = {
+        node: f"Gres={gres_gpus(pools[pool])} Feature={pool} Port={lab.node_port(node)} CPUs={cpus} RealMemory={memory}"
+        for node, (pool, _) in nodes.items()
+    }
+    cgroup = ack.slurm_conf_config_map(config)["data"]["cgroup.conf"]
+    gres = for_this_machine(ack.gres_conf(config)) + fake_gpu_lines(config, lab, nodes)
+    return ClusterFiles(conf, [("cgroup.conf", cgroup)], gres, dynamic, slurm_user="slurm")
+
+
+# Each operator's cluster in the lab, by the name tests give it (operator_of in tests/test_services_slurm.py).
+CLUSTER_FILES: dict[str, Callable[[Any, SlurmLab, Mapping[str, tuple[str, int]]], ClusterFiles]] = {
+    "soperator 4.1.7": soperator4_files,
+    "slinky": slinky_files,
+    "ack": ack_files,
+}
+
+
+def as_operator(document: dict[str, Any], operator: str, release: str) -> dict[str, Any]:
+    """A stack's config document (soperator 4.1.7's) deployed by `operator` instead, for images of Slurm
+    `release`; Slinky's and ACK's workers confine jobs by cgroup v1, as this machine mounts them."""
+    document = copy.deepcopy(document)
+    if operator == "soperator 4.1.7":
+        return document
+    slurm = document["slurm"]
+    slurm["worker"] = {**slurm.get("worker", {}), "cgroupVersion": "v1"}
+    document["slurmOperator"] = operator
+    if operator == "ack":
+        # staging-hangzhou's ACK settings, its image of `release`, workers as dynamic nodes (no autoscaling).
+        hangzhou = stack_config("staging-hangzhou")["slurm"]
+        slurm["accounting"] = hangzhou["accounting"]
+        ack = {key: value for key, value in hangzhou["ack"].items() if key != "home"}
+        slurm["ack"] = {**ack, "slurmRelease": release, "autoscaling": {"enabled": False}}
+    return document
+
+
+class OperatorLab(SlurmLab):
+    """A lab running one stack's slurm.conf as `operator` renders it: its config and its slurmctld."""
 
     config: Any
     ctld: subprocess.Popen
     etc_before: dict[str, str]
 
+    def __init__(self, root: Path, cluster: str, release: str, operator: str):
+        super().__init__(root, cluster, release)
+        self.operator = operator
+
+    def files(self, config: Any, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
+        return CLUSTER_FILES[self.operator](config, self, nodes)
+
     def reconfigure(self, config: Any, nodes: Mapping[str, tuple[str, int]]) -> None:
         """slurmctld and the slurmds re-read the layout `config` renders, as after a `pulumi up` changes it."""
-        base, custom = soperator4_slurm_conf(config, self, nodes)
-        (self.slurm_etc / "slurm.conf").write_text(base)
-        (self.slurm_etc / "custom_slurm.conf").write_text(custom)
+        files = self.files(config, nodes)
+        for file_name, text in [("slurm.conf", files.slurm_conf), ("gres.conf", files.gres_conf), *files.beside]:
+            (self.slurm_etc / file_name).write_text(text)
         self.run("scontrol", "reconfigure")
 
 
 @contextlib.contextmanager
-def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str], release: str) -> Iterator[Soperator4Lab]:
-    """munged, MariaDB, slurmdbd, slurmctld on `config`'s soperator 4 slurm.conf and a slurmd per fake node
-    (`nodes`: name -> (pool feature, GPUs)), all idle, of Slurm `release`'s generation; `users` exist in the
+def operator_lab(operator: str, config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str], release: str) -> Iterator[OperatorLab]:
+    """munged, MariaDB, slurmdbd, slurmctld on `config`'s slurm.conf as `operator` renders it and a slurmd per
+    fake node (`nodes`: name -> (pool, GPUs)), all idle, of Slurm `release`'s generation; `users` exist in the
     lab. The host's /etc is checked unchanged after."""
     require_packages()
     etc_before = etc_digest()
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-services-"))
     root.chmod(0o755)
-    lab = Soperator4Lab(root, config.cluster.name, release)
+    lab = OperatorLab(root, config.cluster.name, release, operator)
     try:
         # The Unix users exist before their associations reach slurmctld.
         for number, user in enumerate(users):
             lab.add_user(user, 10000 + number, 10000 + number)
         lab.munged(b"m" * 1024)
         lab.mariadb()
-        lab.slurmdbd()
-        base, custom = soperator4_slurm_conf(config, lab, nodes)
-        lab.ctld = lab.slurmctld(base, fake_gpus(lab, nodes), [("custom_slurm.conf", custom)])
+        files = lab.files(config, nodes)
+        if files.auth == "auth/slurm":
+            lab.slurm_key()
+        lab.slurmdbd(files.slurm_user, auth=files.auth)
+        lab.ctld = lab.slurmctld(files.slurm_conf, files.gres_conf, files.beside)
         for node in nodes:
-            lab.slurmd(node)
+            lab.slurmd(node, conf=files.dynamic.get(node))
         try:
             wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
         except AssertionError as error:
@@ -678,6 +823,8 @@ def soperator4_lab(config: Any, nodes: Mapping[str, tuple[str, int]], users: Ite
         yield lab
     finally:
         lab.close()
+        for node in nodes:
+            lab.remove_cgroups(node)
         shutil.rmtree(root)
     # Users, hosts, Slurm and munge config all lived in the lab's namespace: the host's /etc is as it was.
     assert etc_digest() == etc_before
@@ -697,7 +844,7 @@ def tenants_job(lab: SlurmLab, config: Any, name: str, conf_edit: Callable[[str]
     data = tenancy.config_map(config, client)["data"]
     conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
     data["slurm.conf"] = conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")
-    key = (lab.root / "munge" / "munge.key").read_bytes()
+    key = SLURM_KEY.encode() if client.auth == "auth/slurm" else (lab.root / "munge" / "munge.key").read_bytes()
     return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)
 
 

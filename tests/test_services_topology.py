@@ -1,4 +1,5 @@
-"""HiveD's topology guarantee on real Slurm of soperator 4.1.7's newest generation (tests/services.py): two tenants each hold one
+"""HiveD's topology guarantee on real Slurm, each operator's cluster on the newest generation of its pair
+(tests/services.py, EXPERIMENTS in tests/test_services_slurm.py): two tenants each hold one
 4-GPU cell on a pool of two 4-GPU nodes, so each cell is a whole node. The tenants Job reserves
 a node for each (components/tenancy.py `reservations`); the other tenant's guaranteed jobs
 cannot fragment it, oppo jobs borrow it and are preempted, and a new layout moves the reservations."""
@@ -9,30 +10,36 @@ import pytest
 
 from components.config import parse_config
 from tests.harness import stack_config
-from tests.services import reservation_fields, soperator4_lab, tenants_job, wait_for
-from tests.test_services_slurm import OPERATOR_GENERATIONS
+from tests.services import as_operator, operator_lab, reservation_fields, tenants_job, wait_for
+from tests.test_services_slurm import EXPERIMENTS
 
 NODES = {"gpu-c-0": ("gpu-c", 4), "gpu-c-1": ("gpu-c", 4), "gpu-d-0": ("gpu-d", 1)}
 CELL = [{"pool": "gpu-c", "gpusPerCell": 4, "cells": 1}]
 
 
-def layout(**cells):
-    """dev-lab with pool gpu-c as two 4-GPU nodes, and each tenant's cells as given."""
+def layout(**cells) -> dict:
+    """dev-lab's config document with pool gpu-c as two 4-GPU nodes, and each tenant's cells as given."""
     config = stack_config("dev-lab")
     config["nodePools"] = [{**config["nodePools"][0], "gpusPerNode": 4, "nodeCount": 2}, *config["nodePools"][1:]]
     config["tenants"] = [{**t, "cells": cells[t["name"]]} for t in config["tenants"] if t["name"] in cells]
-    return parse_config(config)
+    return config
 
 
 SHARED = layout(default=CELL, vc1=CELL)
-# The experiments run on the newest generation of the operator's pair.
-NEWEST = OPERATOR_GENERATIONS["soperator 4.1.7"][-1]
 
 
-@pytest.fixture(scope="module")
-def lab():
-    with soperator4_lab(SHARED, NODES, ["alice", "bob"], NEWEST) as started:
-        applied = tenants_job(started, SHARED, "shared")
+def lab_config(lab, document: dict):
+    """A layout as the lab's operator deploys it."""
+    return parse_config(as_operator(document, lab.operator, lab.release))
+
+
+@pytest.fixture(scope="module", params=EXPERIMENTS)
+def lab(request):
+    """Each operator's cluster on the newest generation of its pair, the tenants' first layout applied."""
+    operator, release = request.param
+    shared = parse_config(as_operator(SHARED, operator, release))
+    with operator_lab(operator, shared, NODES, ["alice", "bob"], release) as started:
+        applied = tenants_job(started, shared, "shared")
         assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
         yield started
 
@@ -110,7 +117,7 @@ def test_a_new_layout_moves_the_reservations_and_waits_for_a_retired_ones_jobs(l
     (once the job running in it ends), then default's grows; the first layout comes back the same way."""
     running = submit(lab, "bob", "-A", "vc1", "--gres=gpu:1", "--wrap", "sleep 12")
     wait_for(lambda: state(lab, running) == "RUNNING None", "a job in vc1's reservation", 20)
-    grown = layout(default=[{"pool": "gpu-c", "gpusPerCell": 8, "cells": 1}], vc1=[{"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}])
+    grown = lab_config(lab, layout(default=[{"pool": "gpu-c", "gpusPerCell": 8, "cells": 1}], vc1=[{"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]))
     try:
         moved = tenants_job(lab, grown, "grown")
         assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
@@ -120,6 +127,6 @@ def test_a_new_layout_moves_the_reservations_and_waits_for_a_retired_ones_jobs(l
         wait_for(lambda: state(lab, whole) == "RUNNING None", "default's 8-GPU cell on two nodes", 20)
     finally:
         lab.run("scancel", "-u", "alice", check=False)
-        restored = tenants_job(lab, SHARED, "shared-again")
+        restored = tenants_job(lab, lab.config, "shared-again")
         assert restored.returncode == 0, restored.stdout[-2000:] + restored.stderr[-2000:]
     assert set(held(lab)) == {"cells.gpu-c.default", "cells.gpu-c.vc1"}
