@@ -69,7 +69,7 @@ test: $(STAMP) $(POLICY_STAMP) toolchain
 	scripts/services-local.sh install
 	$(PULUMI_ENV) && $(PYTHON) -m pytest -q -rs tests
 
-# The unit tier alone (no toolchain, cluster or daemon): under a minute.
+# The unit tier alone (no toolchain, cluster or daemon): about 2.5 minutes on 2 cores.
 test-fast: $(STAMP) $(POLICY_STAMP)
 	$(PYTHON) -m pytest -q -m unit tests
 
