@@ -74,9 +74,10 @@ SACK_SOCKET = "/run/slurm/sack.socket"
 RESERVATION_PREFIX = "cells."
 # Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
 RESERVATION_END = "2100-01-01T00:00:00"
-# The Job retries a reservation change this often, 10 s apart: slurmctld up, the pool's nodes registered,
-# a retired reservation's last jobs done (within the Job's activeDeadlineSeconds).
-RESERVATION_TRIES = 120
+# The Job retries a reservation change this often, this far apart (20 minutes, within the Job's
+# activeDeadlineSeconds): slurmctld up, the pool's nodes registered, a retired reservation's last jobs done.
+RESERVATION_RETRY_SECONDS = 5
+RESERVATION_TRIES = 240
 GPU = "nvidia.com/gpu"
 # Pod Security Standards, pinned: a cluster upgrade does not change what a tenant namespace admits.
 # 1.30 is the oldest Kubernetes the program supports (ValidatingAdmissionPolicy is GA there).
@@ -349,7 +350,7 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
         "  local tries=0 out",
         '  until out=$("$@" 2>&1); do',
         f'    (( ++tries < {RESERVATION_TRIES} )) || {{ echo "gave up: $* : $out" >&2; return 1; }}',
-        '    echo "retrying in 10 s: $* : $out"; sleep 10',
+        f'    echo "retrying in {RESERVATION_RETRY_SECONDS} s: $* : $out"; sleep {RESERVATION_RETRY_SECONDS}',
         "  done",
         "}",
         # Its line, or nothing (asked by name, scontrol fails on a missing one, as on any error).

@@ -520,14 +520,23 @@ LAB_TASKS = ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none")
 
 
 def lab_base(
-    cluster: str, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]], lines: Iterable[str], name: str = "", then: str = "", auth: str = "auth/munge"
+    cluster: str,
+    lab: SlurmLab,
+    nodes: Mapping[str, tuple[str, int]],
+    lines: Iterable[str],
+    name: str = "",
+    then: str = "",
+    auth: str = "auth/munge",
+    slurm_defaults: Iterable[str] = (),
+    shape: Optional[tuple[int, int]] = None,
 ) -> str:
     """The part of slurm.conf an operator generates itself (soperator, Slinky), as a minimal
     base for this machine: the controller on loopback, accounting, one fake node per entry
     (`nodes`: name -> (feature, GPUs)) with its own port, `%n` in every per-node path;
     `lines` are that operator's own settings, and `then`, the rendered text, follows them
     (what either sets of `LAB_TASKS` replaces the lab's line). `auth`: the cluster's AuthType (auth/slurm: with
-    CredType=cred/slurm, its key written by `SlurmLab.slurmctld`).
+    CredType=cred/slurm, its key written by `SlurmLab.slurmctld`). `slurm_defaults`: keys of the lab's lines the
+    operator leaves to Slurm's defaults, left out. `shape`: every node's CPUs and MiB (`lab_node_shape`).
     A `name` gives the slurmctld of `SlurmLab.slurmctld(..., name=name)` its own state and port."""
     lines = list(lines)
     operators = confinement.settings("\n".join([*lines, then]))
@@ -560,8 +569,9 @@ def lab_base(
         *lines,
     ]
     for name, (feature, gpus) in nodes.items():
-        base.append(f"NodeName={name} NodeAddr=127.0.0.1 {lab_node_shape(lab, name, gpus)} Gres=gpu:{gpus} Feature={feature} State=UNKNOWN")
-    return "\n".join(base) + "\n" + then
+        base.append(f"NodeName={name} NodeAddr=127.0.0.1 {lab_node_shape(lab, name, gpus, shape)} Gres=gpu:{gpus} Feature={feature} State=UNKNOWN")
+    left_out = {key.lower() for key in slurm_defaults}
+    return "\n".join(line for line in base if line.partition("=")[0].lower() not in left_out) + "\n" + then
 
 
 # NVIDIA's character device major: /dev/nvidia<N> is c 195 N.
@@ -625,10 +635,12 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
     return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
 
 
-def lab_node_shape(lab: SlurmLab, node: str, gpus: int) -> str:
+def lab_node_shape(lab: SlurmLab, node: str, gpus: int, shape: Optional[tuple[int, int]] = None) -> str:
     """What a fake node has on this machine: its own port on loopback (the lab's for life: a re-rendered
-    slurm.conf keeps it), two CPUs per fake GPU and 500 MB (slurmd reports these, SlurmdParameters=config_overrides)."""
-    return f"Port={lab.node_port(node)} CPUs={2 * max(gpus, 1)} RealMemory=500"
+    slurm.conf keeps it) and `shape`'s CPUs and MiB (a worker pod's), else two CPUs per fake GPU and 500 MB
+    (slurmd reports these, SlurmdParameters=config_overrides)."""
+    cpus, memory = shape or (2 * max(gpus, 1), 500)
+    return f"Port={lab.node_port(node)} CPUs={cpus} RealMemory={memory}"
 
 
 # The lab's site lines after an operator's whole slurm.conf (ACK's): each slurmd's spool, PID and log
@@ -668,12 +680,16 @@ def soperator4_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, 
     partitions; each node with its NodeSet's `nodeConfig.features`), then `include custom_slurm.conf`
     holding customSlurmConfig verbatim, as soperator 4.1.7 writes them."""
     from components.slurm import manifest_of, operator_module
+    from components.slurm.common import worker_shape
 
     spec = manifest_of(operator_module(config).render(config), "SlurmCluster")[0]["spec"]
     partitions = [f"PartitionName={p['name']} Nodes={','.join(p['nodeSetRefs'])} {p['config']}" for p in spec["partitionConfiguration"]["partitions"]]
     pools = sorted({pool for pool, _ in nodes.values()})
     own = [
         "GresTypes=gpu",
+        # Its scheduling lines, in place of the lab's: memory is consumable.
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory,CR_CORE_DEFAULT_DIST_BLOCK",
         "PreemptMode=REQUEUE",
         "PreemptType=preempt/partition_prio",
         *(f"NodeSet={p} Nodes={','.join(n for n, (pool, _) in nodes.items() if pool == p)}" for p in pools),
@@ -682,9 +698,8 @@ def soperator4_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, 
     ]
     custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
     # Untyped: soperator's NodeSets give no GPU type.
-    return ClusterFiles(
-        lab_base(config.cluster.name, lab, nodes, own), [("custom_slurm.conf", for_this_machine(custom))], gpu_device_nodes(lab, nodes), {}
-    )
+    base = lab_base(config.cluster.name, lab, nodes, own, slurm_defaults=("SelectType", "SelectTypeParameters"), shape=worker_shape(config))
+    return ClusterFiles(base, [("custom_slurm.conf", for_this_machine(custom))], gpu_device_nodes(lab, nodes), {})
 
 
 def slinky_slurm_conf(config: Any, lab: SlurmLab, name: str = "") -> str:
@@ -697,18 +712,21 @@ def slinky_slurm_conf(config: Any, lab: SlurmLab, name: str = "") -> str:
     own = ["MaxNodeCount=1024", *(f"NodeSet={feature} Feature={feature}" for feature in nodesets), f"SlurmdPort={free_port()}"]
     extra = for_this_machine(slinky.controller(config)["spec"]["extraConf"] + "\n")
     cluster = f"{config.cluster.name}-{name}" if name else config.cluster.name
-    return lab_base(cluster, lab, {}, own, name, then=extra, auth=slinky.accounting_client(config).auth)
+    # Its controller writes no SelectType or SelectTypeParameters: Slurm's defaults (cons_tres; memory consumable from 23.11).
+    defaults = ("SelectType", "SelectTypeParameters")
+    return lab_base(cluster, lab, {}, own, name, then=extra, auth=slinky.accounting_client(config).auth, slurm_defaults=defaults)
 
 
 def slinky_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
     """Slinky's slurm.conf and files; each node a dynamic node of its pool's NodeSet, as the operator starts it
-    (`slurmd -Z --conf "<NodeSet extraConf> Feature=<nodeset>"`), with this machine's shape."""
+    (`slurmd -Z --conf "<NodeSet extraConf> Feature=<nodeset>"`), with a worker pod's CPUs and memory."""
     from components.slurm import slinky
+    from components.slurm.common import worker_shape
 
     pools = {pool.name: pool for pool in config.gpu_pools}
     files = slinky.config_files(config)["data"]
     dynamic = {
-        node: f"{slinky.nodeset(config, pools[pool])['spec']['extraConf']} Feature={slinky.nodeset_name(pools[pool])} {lab_node_shape(lab, node, gpus)}"
+        node: f"{slinky.nodeset(config, pools[pool])['spec']['extraConf']} Feature={slinky.nodeset_name(pools[pool])} {lab_node_shape(lab, node, gpus, worker_shape(config))}"
         for node, (pool, gpus) in nodes.items()
     }
     gres = files["gres.conf"] + fake_gpu_lines(config, lab, nodes)
@@ -721,7 +739,7 @@ def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) 
     dynamic node of its worker group (`NodeSet=<group> Feature=<group>`), its GPUs those of the group, its
     CPUs and memory a worker pod's (its memory is consumable: SelectTypeParameters=CR_Core_Memory)."""
     from components.slurm import ack
-    from components.slurm.common import gres_gpus
+    from components.slurm.common import gres_gpus, worker_shape
 
     pools = {pool.name: pool for pool in config.gpu_pools}
     state = lab.dir("state", "slurm")
@@ -729,10 +747,9 @@ def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) 
     paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n"}
     ports = {"SlurmctldPort": lab.ctld_port, "AccountingStoragePort": lab.dbd_port}
     conf = for_this_machine(ack.slurm_conf(config), hosts, paths, ports) + "\n".join(lab_site_lines(lab, state)) + "\n"
-    cpus, memory = ack.worker_shape(config)
     dynamic = {
-        node: f"Gres={gres_gpus(pools[pool])} Feature={pool} Port={lab.node_port(node)} CPUs={cpus} RealMemory={memory}"
-        for node, (pool, _) in nodes.items()
+        node: f"Gres={gres_gpus(pools[pool])} Feature={pool} {lab_node_shape(lab, node, gpus, worker_shape(config))}"
+        for node, (pool, gpus) in nodes.items()
     }
     cgroup = ack.slurm_conf_config_map(config)["data"]["cgroup.conf"]
     gres = for_this_machine(ack.gres_conf(config)) + fake_gpu_lines(config, lab, nodes)

@@ -10,6 +10,7 @@ from slurm_rules import confinement
 from components.config import ConfigError, parse_config
 from components.operator_charts import chart_releases
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
+from components.slurm.common import worker_shape
 from tests.contracts import contract_errors
 from tests.harness import stack_config
 from tests.test_program import run_stack
@@ -277,9 +278,24 @@ def test_acks_jobs_get_their_cores_share_of_a_workers_memory_not_all_of_it(ack_c
     """Memory is consumable (CR_Core_Memory): without a default, a job that asks for none takes the whole worker,
     and a second tenant's job on its other GPUs waits (tests/test_services_topology.py saw it on 24.11)."""
     lines = ack.slurm_conf(ack_config).splitlines()
-    cpus, memory = ack.worker_shape(ack_config)
+    cpus, memory = worker_shape(ack_config)
     assert (cpus, memory) == (28, 102400)  # the CLOUD lines' CPUs and RealMemory
     assert "SelectTypeParameters=CR_Core_Memory" in lines and f"DefMemPerCPU={memory // cpus}" in lines
+
+
+@pytest.mark.parametrize("stack", ["staging-hanoi", "prod-hcm", "staging-hangzhou"])
+def test_every_operators_slurm_conf_gives_a_job_its_cores_share_of_memory(stack):
+    """soperator's and ACK's CR_Core_Memory and Slinky's default alike: tests/test_services_topology.py packs four
+    1-GPU jobs on a node only with it."""
+    config = parse_config(stack_config(stack))
+    if config.slurm_operator == "soperator":
+        text = manifest_of(soperator4.render(config), "SlurmCluster")[0]["spec"]["customSlurmConfig"]
+    elif config.slurm_operator == "slinky":
+        text = slinky.controller(config)["spec"]["extraConf"]
+    else:
+        text = ack.slurm_conf(config)
+    cpus, memory = worker_shape(config)
+    assert [line for line in text.splitlines() if line.startswith("DefMem")] == [f"DefMemPerCPU={memory // cpus}"]
 
 
 def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):
@@ -576,7 +592,8 @@ def test_soperator_keeps_its_own_confinement(stack):
     assert spec.get("cgroupVersion", spec.get("slurmNodes", {}).get("worker", {}).get("cgroupVersion")) == config.slurm.worker.cgroup_version
     custom = [line.partition("=") for line in spec.get("customSlurmConfig", "").splitlines()]
     assert {key.lower() for key, _, _ in custom} & {"proctracktype", "taskplugin"} == set()
-    assert bool(custom) == bool(config.tenants), "the tenants' lines are checked where there are some"
+    # 4.1.7 always carries the default memory per CPU (and the tenants' lines where there are some); 1.14.10 has no field.
+    assert bool(custom) == (config.operators.soperator.version == "4.1.7"), "the lines are checked where there are some"
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any, Optional
 from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source
-from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations, quantity_value
+from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations
 from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, PodRoles, Rendered
@@ -41,6 +41,7 @@ from .common import (
     SSHD_PORT,
     awaits_address,
     container_resources,
+    default_memory_line,
     gpu_resources,
     gres_gpus,
     ldap_ca_files,
@@ -59,6 +60,7 @@ from .common import (
     system_priority_class_name,
     tenant_slurm_conf,
     worker_placement,
+    worker_shape,
 )
 
 OPERATOR = "ack-slurm-operator"
@@ -127,12 +129,6 @@ def worker_name_prefix(config: PlatformConfig, pool: NodePoolConfig) -> str:
 # --- slurm.conf -----------------------------------------------------------------
 
 
-def worker_shape(config: PlatformConfig) -> tuple[int, int]:
-    """(CPUs, RealMemory in MiB) of a worker pod: what its slurmd offers Slurm (at least one CPU)."""
-    worker = config.slurm.worker.slurmd
-    return max(1, int(quantity_value(worker.cpu))), int(quantity_value(worker.memory) // 2**20)
-
-
 def node_lines(config: PlatformConfig) -> list[str]:
     """A Slurm NodeSet per worker group (workers register as dynamic nodes with Feature=<group>),
     and with autoscaling the guide's CLOUD NodeName lines the copilot resumes and suspends."""
@@ -158,11 +154,6 @@ def partition_lines(config: PlatformConfig) -> list[str]:
     return lines
 
 
-def default_memory_per_cpu(config: PlatformConfig) -> int:
-    cpus, memory = worker_shape(config)
-    return memory // cpus
-
-
 def slurm_conf(config: PlatformConfig) -> str:
     settings = ack(config)
     lines = [
@@ -180,9 +171,7 @@ def slurm_conf(config: PlatformConfig) -> str:
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        # Memory is consumable: a job that asks for none gets its cores' share, not the whole node (Slurm's
-        # default), so several tenants' jobs share a worker as they share its GPUs.
-        f"DefMemPerCPU={default_memory_per_cpu(config)}",
+        default_memory_line(config),
         "GresTypes=gpu",
         "SlurmctldTimeout=300",
         "SlurmdTimeout=300",

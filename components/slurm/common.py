@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from slurm_rules import kube_rules
 
-from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations
+from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
 from ..ldap import CLIENT_CA_KEY
 from . import Rendered
 
@@ -131,6 +131,20 @@ def accounted_gpu_tres(config: PlatformConfig) -> str:
     too), and each pool's type, so sreport and sacct show GPU use per model."""
     types = sorted({t for pool in config.gpu_pools if (t := pool.slurm_gpu_type)})
     return ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in types)])
+
+
+def worker_shape(config: PlatformConfig) -> tuple[int, int]:
+    """(CPUs, memory in MiB) a worker pod asks for (`slurm.worker.slurmd`; at least one CPU)."""
+    worker = config.slurm.worker.slurmd
+    return max(1, int(quantity_value(worker.cpu))), int(quantity_value(worker.memory) // 2**20)
+
+
+def default_memory_line(config: PlatformConfig) -> str:
+    """Every operator's Slurm treats memory as consumable (soperator and ACK write CR_Core_Memory, Slinky leaves
+    Slurm's default, the same): a job that asks for none would hold its whole node, so a second tenant's job waits
+    beside idle GPUs (the services tier saw it). Its cores' share of a worker instead."""
+    cpus, memory = worker_shape(config)
+    return f"DefMemPerCPU={memory // cpus}"
 
 
 def munged_lines(key_file: str) -> list[str]:

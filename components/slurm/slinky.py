@@ -22,6 +22,7 @@ from ..ldap import SSSD_CA_FILE, SSSD_SECRET
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     container_resources,
+    default_memory_line,
     gpu_resources,
     gres_gpus,
     ldap_ca_files,
@@ -133,7 +134,9 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
         "clusterName": config.cluster.name,
         **key_refs(config),
         # The operator writes no ProctrackType or TaskPlugin: Slurm's defaults confine no job.
-        "extraConf": "\n".join(["GresTypes=gpu", *confinement.SLURM_CONF_LINES, *tenant_slurm_conf(config), *partition_lines(config)]),
+        "extraConf": "\n".join(
+            ["GresTypes=gpu", default_memory_line(config), *confinement.SLURM_CONF_LINES, *tenant_slurm_conf(config), *partition_lines(config)]
+        ),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
         "template": {"spec": pod_spec(config, system_placement(config))},

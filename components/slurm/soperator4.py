@@ -22,6 +22,7 @@ from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
 from .common import (
+    default_memory_line,
     gpu_resources,
     no_live_login,
     no_removed_workers_warning,
@@ -154,8 +155,9 @@ def custom_slurm_config(config: PlatformConfig) -> list[str]:
     """The tenants' lines minus what the operator writes itself. PreemptType is the one line
     both write: the tenants need preempt/qos (oppo requeued by QOS, whatever the partition), and
     customSlurmConfig is included after the operator's preempt/partition_prio, so Slurm runs the
-    later value (logging the repeat once; the services tier checks which one runs)."""
-    return [line for line in tenant_slurm_conf(config) if line != OPERATOR_PREEMPT_MODE]
+    later value (logging the repeat once; the services tier checks which one runs). Before them, the default
+    memory per CPU the operator's CR_Core_Memory lacks."""
+    return [default_memory_line(config), *(line for line in tenant_slurm_conf(config) if line != OPERATOR_PREEMPT_MODE)]
 
 
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
