@@ -547,22 +547,16 @@ def lab_base(
         f"SlurmctldPort={free_port() if name else lab.ctld_port}",
         f"AuthType={auth}",
         *(["CredType=cred/slurm"] if auth == "auth/slurm" else []),
-        "AuthInfo=cred_expire=10",  # a requeued job may run again after 10 s, not 121
         "SlurmUser=root",
         f"StateSaveLocation={state}",
-        f"SlurmctldPidFile={state}/slurmctld.pid",
         f"SlurmdSpoolDir={state}/slurmd-%n",
-        f"SlurmdPidFile={state}/slurmd-%n.pid",
-        f"SlurmdLogFile={lab.logs}/slurmd-%n.file",
+        *lab_site_lines(lab, state),
         *(line for line in LAB_TASKS if line.partition("=")[0].lower() not in operators),
         "JobAcctGatherType=jobacct_gather/none",
         "MpiDefault=none",
         "ReturnToService=2",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
-        "SchedulerParameters=sched_interval=1,bf_interval=1",
-        # Two CPUs per fake GPU, whatever this machine has: slurmd reports the node lines' counts.
-        "SlurmdParameters=config_overrides",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=127.0.0.1",
         f"AccountingStoragePort={lab.dbd_port}",
@@ -643,8 +637,9 @@ def lab_node_shape(lab: SlurmLab, node: str, gpus: int, shape: Optional[tuple[in
     return f"Port={lab.node_port(node)} CPUs={cpus} RealMemory={memory}"
 
 
-# The lab's site lines after an operator's whole slurm.conf (ACK's): each slurmd's spool, PID and log
-# file of its own (`%n`), slurmd's counts as configured, and the timing lab_base gives the others.
+# The lab's site lines, in lab_base and after an operator's whole slurm.conf (ACK's): each slurmd's PID and
+# log file of its own (`%n`), slurmd's counts as configured (the node lines', whatever this machine has), a
+# scheduler pass every second, and a requeued job free to run again after 10 s, not 121.
 def lab_site_lines(lab: SlurmLab, state: Path) -> list[str]:
     return [
         f"SlurmdPidFile={state}/slurmd-%n.pid",

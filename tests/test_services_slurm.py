@@ -589,7 +589,7 @@ def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_ag
     conf = lab_base(cluster, lab, nodes, [*own, "AccountingStorageEnforce=associations,limits,safe"], name)
     assert conf.count(" Gres=gpu:2 ") == 1, conf
     conf = conf.replace(" Gres=gpu:2 ", f" {gres} ")  # the node as ACK's render declares it
-    devices = gpu_device_nodes(lab, nodes).replace(" Name=gpu ", f" Name=gpu Type={gpu_type} ")
+    devices = gpu_device_nodes(lab, nodes, {f"{name}-0": gpu_type})
     lab.sacctmgr("-i", "add", "cluster", cluster)
     lab.sacctmgr("-i", "add", "account", "typed", f"cluster={cluster}", "GrpTRES=gres/gpu=1")
     lab.sacctmgr("-i", "add", "user", "alice", "account=typed", f"cluster={cluster}")
