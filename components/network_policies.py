@@ -29,7 +29,7 @@ from . import child_opts, warn
 from .config import PlatformConfig
 from .config.network import is_address, nfs_servers
 from .declare import declare
-from .ldap import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
+from .identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from .slurm import PodRoles, Rendered, Selector, operator_module
 from .slurm.common import NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
 

@@ -11,9 +11,9 @@ from pulumi.runtime.sync_await import _sync_await
 from . import warn
 from .capacity_map import capacity_map
 from .config import PlatformConfig, refusal
+from .identity.directory import LdapDirectory
 from .kueue import Kueue
 from .kueue import render as kueue_objects
-from .ldap import LdapDirectory
 from .munge import MungeKey, rotation_warning
 from .network_policies import NetworkPolicies
 from .node_pools import NodePools

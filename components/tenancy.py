@@ -324,7 +324,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
                 f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} set GrpTRES={limit} {settings}; fi",
             ]
             wanted.append(f"has assoc {want}")
-            for user in tenant.users:
+            for user in tenant.user_names:
                 user_want = q(f"{account}|{user}||{','.join(sorted(qos))}|{default}")
                 lines += [
                     f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",

@@ -82,6 +82,11 @@ def _walk(annotation: Any, hops: tuple[Any, ...], optional: frozenset[int]) -> I
 Loc = tuple[Any, ...]
 
 
+def _longhand(item: Any, following: Any) -> Any:
+    """A list item written as a name alone (`users: [alice]`), as the model reads it when a key of it is wanted."""
+    return {"name": item} if isinstance(item, str) and following not in (None, ITEM, KEY, VALUE) else item
+
+
 def locate(raw: dict[str, Any], field: StringField) -> Optional[tuple[Loc, Any]]:
     """Where `field` is in `raw` (its key path as pydantic reports it) and its value there, or None
     when `raw` cannot hold it (an empty list or dict, or an absent Optional model on the way).
@@ -92,7 +97,7 @@ def locate(raw: dict[str, Any], field: StringField) -> Optional[tuple[Loc, Any]]
         if hop == ITEM:
             if not isinstance(node, list) or not node:
                 return None
-            node, loc = node[0], [*loc, 0]
+            node, loc = _longhand(node[0], (*field.hops, None)[index + 1]), [*loc, 0]
         elif hop in (KEY, VALUE):
             if not isinstance(node, dict) or not node:
                 return None
@@ -118,6 +123,7 @@ def with_value(raw: dict[str, Any], field: StringField, value: str) -> dict[str,
     hops = field.hops
     for hop, following in zip(hops, hops[1:], strict=False):
         if hop == ITEM:
+            node[0] = _longhand(node[0], following)
             node = node[0]
         elif hop == VALUE:
             node = node[next(iter(node))]

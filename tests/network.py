@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import ldap, tenancy
+from components import tenancy
 from components.config import PlatformConfig
+from components.identity import server
 from components.slurm import ack, operator_module, slinky
 
 SOPERATOR_CONTROLLER_NAMESPACE = "soperator-system"
@@ -98,7 +99,7 @@ def platform_pods(config: PlatformConfig) -> list[Pod]:
     namespace = config.cluster.namespace
     pods = slurm_pods(config)
     if config.ldap.enabled:
-        pods.append(Pod("ldap", namespace, template_labels(ldap.ldap_statefulset(config.ldap, namespace))))
+        pods.append(Pod("ldap", namespace, template_labels(server.ldap_statefulset(config.ldap, namespace))))
     if config.tenants:
         client = operator_module(config).accounting_client(config)
         pods.append(Pod("other-tenants-job", namespace, template_labels(tenancy.sacctmgr_job(config, client))))

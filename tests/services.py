@@ -893,6 +893,13 @@ class LdapLab(Lab):
         anonymous = _is_boolean_yes(self.env.get("LDAP_ALLOW_ANON_BINDING", "yes"))
         initial.write_text(_cn_config(self.base_dn, self.admin_dn, admin_password, data, anonymous, self.tls))
         self.run("slapadd", "-n", "0", "-F", str(self.config_dir), "-l", str(initial), user="openldap")
+        # bitnami's ldap_add_custom_schema: each LDIF of LDAP_CUSTOM_SCHEMA_DIR (the rendered ConfigMap's) by slapadd -n 0.
+        if self.env.get("LDAP_CUSTOM_SCHEMA_DIR"):
+            from components.identity.schema import SCHEMA_FILE, schema_ldif
+
+            schema = self.root / SCHEMA_FILE
+            schema.write_text(schema_ldif())
+            self.run("slapadd", "-n", "0", "-F", str(self.config_dir), "-l", str(schema), user="openldap")
         self.ldap_port = free_port()
         self.port = free_port() if self.tls else self.ldap_port
         self.url = f"ldaps://127.0.0.1:{self.port}" if self.tls else f"ldap://127.0.0.1:{self.port}"
@@ -1000,7 +1007,7 @@ def _is_boolean_yes(value: Optional[str]) -> bool:
 def _cn_config(base_dn: str, admin_dn: str, admin_password: str, data: Path, anonymous: bool, tls: Optional[Path]) -> str:
     """slapd's cn=config as bitnami's image builds it: the mdb database is {2} (after the monitor),
     the admin is its rootDN, root over ldapi manages cn=config, pw-sha2 reads {SSHA512} hashes."""
-    from components.ldap import ssha512
+    from components.identity.entries import ssha512
 
     lines = [
         "dn: cn=config",

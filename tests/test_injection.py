@@ -58,7 +58,7 @@ COMMON_EXTRAS: dict[str, Any] = {
 TENANT = {
     "name": "team-a",
     "ldapGroup": "team-a-users",
-    "users": ["alice"],
+    "users": [{"name": "alice", "sshPublicKeys": [SSH_KEY], "uidNumber": 12001}, "bob"],
     "namespace": True,
     "kubernetesGroups": ["oidc:team-a"],
     "priorities": ["prod", "test", "oppo"],
@@ -153,6 +153,8 @@ def materialized(raw: dict[str, Any], dump: dict[str, Any], fields: list[StringF
             if hop in (KEY, VALUE):
                 break
             if hop == 0:
+                if isinstance(node[0], str) and isinstance(source[0], dict):
+                    node[0] = copy.deepcopy(source[0])  # a user written as a name alone, in full
                 source, node = source[0], node[0]
                 continue
             if hop not in node:
@@ -276,7 +278,12 @@ def test_the_walk_finds_every_string_field_and_a_value_for_each():
     assert not unexercised, f"add a value for these to a base in tests/test_injection.py: {unexercised}"
     # The walk reaches into lists, dict keys and values, Optional models and string Literals.
     names = {str(f) for f in FIELDS}
-    assert {"tenants[0].users[0]", "nodePools[0].selector{key}", "slurm.login.serviceAnnotations{value}"} <= names
+    assert {
+        "tenants[0].users[0].name",
+        "tenants[0].users[0].sshPublicKeys[0]",
+        "nodePools[0].selector{key}",
+        "slurm.login.serviceAnnotations{value}",
+    } <= names
     assert {"slurm.ack.slurmctldHost", "slurm.ack.autoscaling.suspendProgram", "environment"} <= names
 
 

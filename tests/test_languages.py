@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from components import ldap
 from components.config import ConfigError, parse_config
+from components.identity import entries, ldif
 from tests.harness import stack_config
 
 VIETNAMESE_ORG = "Công ty Cổ phần FPT Smart Cloud, Inc."
@@ -55,7 +55,7 @@ def decoded(ldif: str) -> list[list[tuple[str, str]]]:
     ],
 )
 def test_ldif_line_writes_safe_strings_plain_and_everything_else_base64(value, line):
-    assert ldap.ldif_line("dn", value) == line
+    assert ldif.ldif_line("dn", value) == line
     assert decoded(line) == [[("dn", value)]]
 
 
@@ -80,8 +80,8 @@ def test_ldif_line_writes_safe_strings_plain_and_everything_else_base64(value, l
     ],
 )
 def test_dn_value_escapes_as_rfc_4514_says(value, escaped):
-    assert ldap.dn_value(value) == escaped
-    assert ldap.dn("o", value, "dc=example,dc=org") == f"o={escaped},dc=example,dc=org"
+    assert ldif.dn_value(value) == escaped
+    assert ldif.dn("o", value, "dc=example,dc=org") == f"o={escaped},dc=example,dc=org"
 
 
 def _unescaped(text: str) -> str:
@@ -91,7 +91,7 @@ def _unescaped(text: str) -> str:
 
 @pytest.mark.parametrize("value", [VIETNAMESE_ORG, CHINESE_ORG, ' ,+"\\<>;=# ', "#", "a  ", "x\0y"])
 def test_dn_value_round_trips(value):
-    assert _unescaped(ldap.dn_value(value)) == value
+    assert _unescaped(ldif.dn_value(value)) == value
 
 
 # --- the config -------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def lab(**ldap_keys) -> dict:
 @pytest.mark.parametrize("organisation", [VIETNAMESE_ORG, CHINESE_ORG, "Key: value = 1, #2; <3>", "Ōkubo & Söhne GmbH"])
 def test_an_organisation_in_any_language_lands_in_the_seed_as_written(organisation):
     config = parse_config(lab(organisation=organisation))
-    seed = ldap.seed_ldif(config.ldap, "{SSHA512}x", config.tenants)
+    seed = entries.seed_ldif(config.ldap, "{SSHA512}x", config.tenants)
     root = decoded(seed)[0]
     assert ("o", organisation) in root
     assert f"o: {organisation}" not in seed or organisation.isascii()
@@ -114,8 +114,8 @@ def test_an_organisation_in_any_language_lands_in_the_seed_as_written(organisati
 def test_a_user_s_display_name_is_its_cn_and_display_name():
     raw = lab(displayNames={"alice": VIETNAMESE_NAME, "bob": "王小明"})
     config = parse_config(raw)
-    entries = {dict(entry)["dn"]: entry for entry in decoded(ldap.seed_ldif(config.ldap, "{SSHA512}x", config.tenants))}
-    users = {uid: entries[f"uid={uid},ou=users,{config.ldap.base_dn}"] for uid in ("alice", "bob", "carol")}
+    by_dn = {dict(entry)["dn"]: entry for entry in decoded(entries.seed_ldif(config.ldap, "{SSHA512}x", config.tenants))}
+    users = {uid: by_dn[f"uid={uid},ou=users,{config.ldap.base_dn}"] for uid in ("alice", "bob", "carol")}
     assert ("cn", VIETNAMESE_NAME) in users["alice"] and ("displayName", VIETNAMESE_NAME) in users["alice"]
     assert ("cn", "王小明") in users["bob"]
     # Without a display name, the cn is the user name, and no displayName.

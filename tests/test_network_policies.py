@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from components import ldap, network_policies
+from components import network_policies
 from components.config import ConfigError, parse_config
+from components.identity import names, server
 from components.platform import build_platform
 from components.slurm import ack, slinky, soperator1, soperator4
 from components.slurm.common import SSHD_PORT
@@ -82,7 +83,7 @@ def test_every_pod_is_isolated_both_ways_and_each_slurm_daemon_is_open_on_its_po
         "slurmdbd": {network_policies.SLURMDBD_PORT},
         "slurmrestd": {network_policies.SLURMRESTD_PORT},
         "mariadb": {network_policies.MARIADB_PORT},
-        "ldap": {ldap.CONTAINER_LDAP_PORT, ldap.CONTAINER_LDAPS_PORT},
+        "ldap": {names.CONTAINER_LDAP_PORT, names.CONTAINER_LDAPS_PORT},
     }
     if config.slurm_operator == "ack":
         # The head pod runs sshd too, and slurmdbd in the 2024-06 API.
@@ -162,10 +163,10 @@ def test_the_ports_are_the_ones_the_operators_render():
     assert slinky.storage_config(operator_config("slinky-1.2.1"))["port"] == network_policies.MARIADB_PORT
     # LDAP: the server pod's ports, which the Service maps 389 and 636 onto.
     config = operator_config("soperator-1.14.10")
-    statefulset = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)
+    statefulset = server.ldap_statefulset(config.ldap, config.cluster.namespace)
     pod_ports = {p["containerPort"] for p in statefulset["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert pod_ports == {port["port"] for port in network_policies.ldap_ports(config)} == {1389, 1636}
-    service = ldap.ldap_service(config.ldap, config.cluster.namespace)
+    service = server.ldap_service(config.ldap, config.cluster.namespace)
     assert {p["port"] for p in service["spec"]["ports"]} == {389, 636}
 
 

@@ -29,7 +29,8 @@ from pulumi_policy import (
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.config import ConfigError, PlatformConfig, parse_config
-from components.ldap import ldap_conf, ldap_statefulset, nslcd_conf, sssd_conf
+from components.identity.clients import ldap_conf, nslcd_conf, sssd_conf
+from components.identity.server import ldap_statefulset
 from components.platform import build_platform
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
 from components.storage import claim_manifest, data_volumes, static_volume_manifest

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import pytest
 
 from components.config import parse_config
-from components.ldap import SECRET_NAME, SEED_SECRET
+from components.identity.names import SECRET_NAME, SEED_SECRET
 from components.munge import munge_secret_name
 from components.platform import build_platform
 from components.slurm import ack, operator_module

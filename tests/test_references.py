@@ -15,7 +15,7 @@ from typing import Any, Optional
 import pytest
 
 from components.config import PlatformConfig, parse_config
-from components.ldap import CLIENT_CONFIGMAP, NSLCD_SECRET
+from components.identity.names import CLIENT_CONFIGMAP, NSLCD_SECRET
 from components.slurm import ack, soperator
 from tests.harness import Run, example_stacks, stack_config
 from tests.test_program import run_stack

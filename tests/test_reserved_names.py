@@ -12,7 +12,7 @@ import pytest
 
 from components import tenancy
 from components.config import RESERVED_POSIX_NAMES, ConfigError, OperatorsConfig, parse_config, reserved_namespaces
-from components.ldap import seed_ldif
+from components.identity.entries import seed_ldif
 from components.slurm import operator_module
 from tests.config_walk import with_value
 from tests.harness import stack_config
@@ -143,4 +143,4 @@ def test_no_config_string_seeds_a_reserved_name_into_ldap_or_slurm(base):
     config = parse_config(base_config(base))
     posix, accounts = seeded_names(*seeded(config))
     tenant = config.tenants[0]
-    assert {tenant.users[0], tenant.group} <= posix and {tenant.name, f"{tenant.name}-oppo"} <= accounts
+    assert {tenant.users[0].name, tenant.group} <= posix and {tenant.name, f"{tenant.name}-oppo"} <= accounts

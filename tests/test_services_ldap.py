@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from components import ldap
 from components.config import PlatformConfig, parse_config
+from components.config.identity import derived_id
+from components.identity import clients, entries, names, server
 from tests.harness import stack_config
 from tests.services import LdapLab, for_this_machine, require_packages
 
@@ -36,7 +37,7 @@ CLIENTS = {
 
 
 def service_host(config) -> str:
-    return f"{ldap.SERVICE_NAME}.{config.cluster.namespace}.svc.cluster.local"
+    return f"{names.SERVICE_NAME}.{config.cluster.namespace}.svc.cluster.local"
 
 
 def start_directory(stack: str, overrides: dict, dropped_env: tuple[str, ...] = ()) -> tuple[LdapLab, PlatformConfig]:
@@ -47,14 +48,14 @@ def start_directory(stack: str, overrides: dict, dropped_env: tuple[str, ...] = 
     # Not under pytest's 0700 temporary directory: slapd and nslcd drop to their own users.
     root = Path(tempfile.mkdtemp(prefix="slurm-platform-ldap-"))
     root.chmod(0o755)
-    statefulset = ldap.ldap_statefulset(config.ldap, namespace)
+    statefulset = server.ldap_statefulset(config.ldap, namespace)
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
     kept = [entry for entry in container["env"] if entry["name"] not in dropped_env]
     assert len(kept) == len(container["env"]) - len(dropped_env), f"the server renders no {dropped_env}"
     container["env"] = kept
     lab = LdapLab(root, statefulset, ADMIN_PASSWORD, service_host(config))
-    seed = ldap.seed_ldif(config.ldap, ldap.ssha512(READONLY_PASSWORD, "0123456789abcdef"), LAB_TENANTS)
-    lab.load(seed, {"acl.sh": ldap.acl_init_script(config.ldap)})
+    seed = entries.seed_ldif(config.ldap, entries.ssha512(READONLY_PASSWORD, "0123456789abcdef"), LAB_TENANTS)
+    lab.load(seed, {"acl.sh": entries.acl_init_script(config.ldap)})
     return lab, config
 
 
@@ -69,34 +70,34 @@ def directory():
         shutil.rmtree(lab.root)
 
 
-def entries(result) -> list[str]:
+def found_dns(result) -> list[str]:
     return [line.removeprefix("dn: ") for line in result.stdout.splitlines() if line.startswith("dn: ")]
 
 
 def test_slapd_loads_the_rendered_seed_and_acl(directory):
     lab, config = directory
     admin = (lab.admin_dn, ADMIN_PASSWORD)
-    found = entries(lab.ldap("ldapsearch", "-LLL", "-b", config.ldap.base_dn, "dn", bind=admin))
-    users = sorted({user for tenant in LAB_TENANTS for user in tenant.users})
+    found = found_dns(lab.ldap("ldapsearch", "-LLL", "-b", config.ldap.base_dn, "dn", bind=admin))
+    users = sorted({user for tenant in LAB_TENANTS for user in tenant.user_names})
     assert users and {f"uid={u},ou=users,{config.ldap.base_dn}" for u in users} <= set(found)
     assert {f"cn={t.group},ou=groups,{config.ldap.base_dn}" for t in LAB_TENANTS} <= set(found)
-    assert ldap.readonly_dn(config.ldap) in found
+    assert names.readonly_dn(config.ldap) in found
     acl = lab.run("ldapsearch", "-LLL", "-Y", "EXTERNAL", "-H", "ldapi:///", "-b", "olcDatabase={2}mdb,cn=config", "olcAccess").stdout
-    rendered = [line.removeprefix("olcAccess: ") for line in ldap.readonly_acl_ldif(config.ldap).splitlines() if line.startswith("olcAccess: ")]
+    rendered = [line.removeprefix("olcAccess: ") for line in entries.readonly_acl_ldif(config.ldap).splitlines() if line.startswith("olcAccess: ")]
     assert rendered and all(rule in " ".join(acl.replace("\n ", "").splitlines()) for rule in rendered), acl
 
 
 def test_the_readonly_account_reads_users_and_groups_and_cannot_write(directory):
     lab, config = directory
-    readonly = (ldap.readonly_dn(config.ldap), READONLY_PASSWORD)
+    readonly = (names.readonly_dn(config.ldap), READONLY_PASSWORD)
     base = config.ldap.base_dn
-    users = entries(lab.ldap("ldapsearch", "-LLL", "-b", f"ou=users,{base}", "(objectClass=posixAccount)", "uid", bind=readonly))
-    groups = entries(lab.ldap("ldapsearch", "-LLL", "-b", f"ou=groups,{base}", "(objectClass=posixGroup)", "memberUid", bind=readonly))
-    assert len(users) == len({u for t in LAB_TENANTS for u in t.users}) and len(groups) == len({t.group for t in LAB_TENANTS})
+    users = found_dns(lab.ldap("ldapsearch", "-LLL", "-b", f"ou=users,{base}", "(objectClass=posixAccount)", "uid", bind=readonly))
+    groups = found_dns(lab.ldap("ldapsearch", "-LLL", "-b", f"ou=groups,{base}", "(objectClass=posixGroup)", "memberUid", bind=readonly))
+    assert len(users) == len({u for t in LAB_TENANTS for u in t.user_names}) and len(groups) == len({t.group for t in LAB_TENANTS})
     # A user's password hash is for binding only, even to the read-only account.
     lab.ldap("ldappasswd", "-s", "alice-password", f"uid=alice,ou=users,{base}", bind=(lab.admin_dn, ADMIN_PASSWORD))
     hashes = lab.ldap("ldapsearch", "-LLL", "-b", f"uid=alice,ou=users,{base}", "userPassword", bind=readonly)
-    assert entries(hashes) == [f"uid=alice,ou=users,{base}"] and "userPassword" not in hashes.stdout
+    assert found_dns(hashes) == [f"uid=alice,ou=users,{base}"] and "userPassword" not in hashes.stdout
     change = f"dn: uid=alice,ou=users,{base}\nchangetype: modify\nreplace: loginShell\nloginShell: /bin/sh\n"
     refused = lab.ldap("ldapmodify", bind=readonly, check=False, input=change)
     assert refused.returncode == 50 and "Insufficient access" in refused.stderr, refused.stderr
@@ -133,7 +134,7 @@ def whoami(lab: LdapLab, url: str, dn: str, password: str, *options: str):
 def binds(lab: LdapLab, config: PlatformConfig) -> dict[str, int]:
     """The read-only account's bind over each way in, by its exit status (13: confidentiality required)."""
     host = service_host(config)
-    readonly = (ldap.readonly_dn(config.ldap), READONLY_PASSWORD)
+    readonly = (names.readonly_dn(config.ldap), READONLY_PASSWORD)
     results = {
         "cleartext": whoami(lab, f"ldap://{host}:{lab.ldap_port}", *readonly),
         "StartTLS": whoami(lab, f"ldap://{host}:{lab.ldap_port}", *readonly, "-ZZ"),
@@ -175,11 +176,11 @@ def test_a_directory_initialised_without_tls_required_gets_it_from_the_init_cont
     # What the stacks' directories were initialised with before LDAP_REQUIRE_TLS: the image never rereads it.
     lab, config = tls_directory(dropped_env=("LDAP_REQUIRE_TLS",))
     assert binds(lab, config) == {"cleartext": 0, "StartTLS": 0, "ldaps": 0, "admin, cleartext": 0}
-    pod = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]
-    (init,) = pod["initContainers"]
+    pod = server.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]
+    (init,) = [c for c in pod["initContainers"] if c["name"] == "require-tls"]
     (data,) = [m for m in init["volumeMounts"] if m["name"] == "data"]
-    assert init["image"] == pod["containers"][0]["image"] and ldap.ONLINE_CONF_DIR.startswith(data["mountPath"] + "/")
-    command = [part.replace(ldap.ONLINE_CONF_DIR, str(lab.config_dir)) for part in init["command"]]
+    assert init["image"] == pod["containers"][0]["image"] and server.ONLINE_CONF_DIR.startswith(data["mountPath"] + "/")
+    command = [part.replace(server.ONLINE_CONF_DIR, str(lab.config_dir)) for part in init["command"]]
     # The pod restarts: slapd stops, the init container runs as slapd's user, slapd starts again.
     lab.stop("slapd")
     lab.run(*command, user="openldap")
@@ -195,10 +196,14 @@ def test_a_directory_initialised_without_tls_required_gets_it_from_the_init_cont
 def test_on_a_new_volume_the_init_container_leaves_the_first_start_to_the_image(tmp_path):
     require_packages()
     config = parse_config(stack_config(TLS_STACK))
-    (init,) = ldap.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]["initContainers"]
+    (init,) = [
+        c
+        for c in server.ldap_statefulset(config.ldap, config.cluster.namespace)["spec"]["template"]["spec"]["initContainers"]
+        if c["name"] == "require-tls"
+    ]
     empty = tmp_path / "slapd.d"
     empty.mkdir()
-    command = [part.replace(ldap.ONLINE_CONF_DIR, str(empty)) for part in init["command"]]
+    command = [part.replace(server.ONLINE_CONF_DIR, str(empty)) for part in init["command"]]
     assert subprocess.run(command, capture_output=True, text=True).returncode == 0
     assert list(empty.iterdir()) == []
 
@@ -210,18 +215,18 @@ def test_each_operators_client_config_resolves_a_seeded_user_and_its_groups(oper
     lab, config = start_directory(stack, overrides)
     try:
         namespace = config.cluster.namespace
-        render = ldap.sssd_conf if client == "sssd" else ldap.nslcd_conf
+        render = clients.sssd_conf if client == "sssd" else clients.nslcd_conf
         rendered = render(config.ldap, namespace, READONLY_PASSWORD)
         if config.ldap.tls.enabled:
             # The certificate's name stays (the lab's /etc/hosts resolves it), the port is the lab's, and the
             # CA the pod mounts from the TLS Secret is the lab's.
             lab.add_hosts([service_host(config)])
-            ca_path = ldap.ca_file(config.ldap, ldap.NSLCD_CA_FILE if client == "nslcd" else ldap.SSSD_CA_FILE)
-            hosts = {f"{service_host(config)}:{ldap.LDAPS_PORT}": f"{service_host(config)}:{lab.port}"}
+            ca_path = clients.ca_file(config.ldap, names.NSLCD_CA_FILE if client == "nslcd" else names.SSSD_CA_FILE)
+            hosts = {f"{service_host(config)}:{names.LDAPS_PORT}": f"{service_host(config)}:{lab.port}"}
             conf = for_this_machine(rendered, hosts, {ca_path: lab.root / "tls" / "ca.crt"})
             assert f"ldaps://{service_host(config)}:{lab.port}" in conf and str(lab.root / "tls" / "ca.crt") in conf
         else:
-            conf = for_this_machine(rendered, {f"{service_host(config)}:{ldap.LDAP_PORT}": f"127.0.0.1:{lab.port}"})
+            conf = for_this_machine(rendered, {f"{service_host(config)}:{names.LDAP_PORT}": f"127.0.0.1:{lab.port}"})
             assert f"ldap://127.0.0.1:{lab.port}" in conf
         if client == "sssd":
             checked = lab.sssd(conf)
@@ -229,14 +234,14 @@ def test_each_operators_client_config_resolves_a_seeded_user_and_its_groups(oper
             assert "Issues identified by validators: 0" in checked.stdout, checked.stdout + checked.stderr
         else:
             lab.nslcd(conf)
-        (alice,) = [t for t in LAB_TENANTS if "alice" in t.users][:1]
+        (alice,) = [t for t in LAB_TENANTS if "alice" in t.user_names][:1]
         passwd = lab.run("getent", "passwd", "alice", check=False).stdout
         assert passwd, lab.log("nslcd" if client == "nslcd" else "sssd")[-4000:]
-        assert passwd.startswith(f"alice:*:{ldap.FIRST_UID}:") and passwd.rstrip().endswith(":/home/alice:/bin/bash"), passwd
+        assert passwd.startswith(f"alice:*:{derived_id('alice')}:") and passwd.rstrip().endswith(":/home/alice:/bin/bash"), passwd
         group = lab.run("getent", "group", alice.group).stdout
         assert group.startswith(f"{alice.group}:") and "alice" in group.rstrip().split(":")[-1].split(","), group
         groups = lab.run("id", "-Gn", "alice").stdout.split()
-        assert {t.group for t in LAB_TENANTS if "alice" in t.users} <= set(groups), groups
+        assert {t.group for t in LAB_TENANTS if "alice" in t.user_names} <= set(groups), groups
     finally:
         lab.close()
         shutil.rmtree(lab.root)
@@ -260,7 +265,7 @@ def test_an_organisation_and_full_names_in_any_language_read_back_through_ldapse
     try:
         base = config.ldap.base_dn
         admin = (lab.admin_dn, ADMIN_PASSWORD)
-        readonly = (ldap.readonly_dn(config.ldap), READONLY_PASSWORD)
+        readonly = (names.readonly_dn(config.ldap), READONLY_PASSWORD)
         # ldapsearch prints what is not a SAFE-STRING in base64, as the seed has it; decoded, it is the config's text.
         root = lab.ldap("ldapsearch", "-LLL", "-o", "ldif-wrap=no", "-s", "base", "-b", base, "o", bind=admin).stdout
         assert f"o:: {base64.b64encode(organisation.encode()).decode()}" in root.splitlines(), root
@@ -271,9 +276,9 @@ def test_an_organisation_and_full_names_in_any_language_read_back_through_ldapse
             )
             assert f"uid: {user}" in found.stdout, found.stdout + found.stderr
             assert f"displayName:: {base64.b64encode(name.encode()).decode()}" in found.stdout
-        render = ldap.sssd_conf if client == "sssd" else ldap.nslcd_conf
+        render = clients.sssd_conf if client == "sssd" else clients.nslcd_conf
         conf = for_this_machine(
-            render(config.ldap, config.cluster.namespace, READONLY_PASSWORD), {f"{service_host(config)}:{ldap.LDAP_PORT}": f"127.0.0.1:{lab.port}"}
+            render(config.ldap, config.cluster.namespace, READONLY_PASSWORD), {f"{service_host(config)}:{names.LDAP_PORT}": f"127.0.0.1:{lab.port}"}
         )
         lab.sssd(conf) if client == "sssd" else lab.nslcd(conf)
         for user, name in DISPLAY_NAMES.items():

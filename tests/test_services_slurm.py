@@ -193,8 +193,8 @@ def state(lab, job):
 
 
 def cancel_all(lab):
-    lab.run("scancel", "--full", "-u", "alice", check=False)
-    lab.run("scancel", "-u", "bob", check=False)
+    for user in USERS:
+        lab.run("scancel", "--full", "-u", user, check=False)
     wait_for(lambda: not lab.run("squeue", "-h").stdout.strip(), "an empty queue", 30)
 
 
@@ -211,7 +211,7 @@ def jobs(lab):
 def test_experiment_1_a_tenants_jobs_stay_on_its_pools_and_never_take_anothers_guarantee(lab, jobs):
     # No -p: every partition; each job runs only where its account holds cells (default: gpu-c, vc1: gpu-d).
     first = [submit(lab, "alice", "-A", "default", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(3)]
-    vc1 = submit(lab, "bob", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "--wrap", "sleep 120")
+    vc1 = submit(lab, "dan", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, vc1) == "RUNNING None", "vc1's job running", 20)
     assert lab.squeue(vc1, "%N") == "gpu-d-0"
     wait_for(lambda: sorted(state(lab, job) for job in first)[-1] == "RUNNING None", "one of default's jobs running", 20)
@@ -229,17 +229,17 @@ def test_experiment_1_a_tenants_jobs_stay_on_its_pools_and_never_take_anothers_g
 
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_a_tenants_guaranteed_job_on_another_tenants_pool_is_refused_and_oppo_may_borrow_it(lab, jobs):
-    refused = lab.sbatch("alice", "-A", "vc1", "-q", "prod", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 1", check=False)
+    refused = lab.sbatch("carol", "-A", "vc1", "-q", "prod", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 1", check=False)
     assert refused.returncode != 0 and "Invalid account or account/partition combination" in refused.stderr, refused.stderr
-    oppo = submit(lab, "alice", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 60")
+    oppo = submit(lab, "carol", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 60")
     wait_for(lambda: state(lab, oppo) == "RUNNING None", "vc1's oppo job on default's idle GPU", 20)
 
 
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_cap_prod_and_test_together_stay_within_the_guarantee(lab, jobs):
-    test = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
+    test = submit(lab, "carol", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, test) == "RUNNING None", "vc1's test job running", 20)
-    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
+    prod = submit(lab, "carol", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 120")
     # Waited for, not slept on: 26.05 may leave a new job's Reason None for a few scheduler passes.
     wait_for(lambda: state(lab, prod) == "PENDING AssocGrpGRES", "vc1's prod job held by its cap", 20)
     assert state(lab, test) == "RUNNING None"
@@ -248,7 +248,7 @@ def test_cap_prod_and_test_together_stay_within_the_guarantee(lab, jobs):
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_borrowing_stops_at_the_borrowing_cap(lab, jobs):
     # vc1-oppo may borrow one GPU (borrowingCap 1): with both GPUs idle, its second job waits.
-    jobs_ = [submit(lab, "bob", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(2)]
+    jobs_ = [submit(lab, "dan", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 120") for _ in range(2)]
     wait_for(lambda: "RUNNING None" in [state(lab, j) for j in jobs_], "one oppo job running", 20)
     wait_for(lambda: "PENDING AssocGrpGRES" in [state(lab, j) for j in jobs_], "the other held by the borrowing cap", 20)
     assert sorted(state(lab, j).split()[0] for j in jobs_) == ["PENDING", "RUNNING"]  # the reason reads None between passes
@@ -259,9 +259,9 @@ def test_borrowing_stops_at_the_borrowing_cap(lab, jobs):
 
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_experiment_3_prod_and_test_take_their_gpu_back_from_oppo_which_runs_again(lab, jobs):
-    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
+    prod = submit(lab, "carol", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
     wait_for(lambda: state(lab, prod) == "RUNNING None", "vc1's prod job", 20)
-    oppo = submit(lab, "alice", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
+    oppo = submit(lab, "carol", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c,gpu-d", "--gres=gpu:1", "--wrap", "sleep 600")
     wait_for(lambda: state(lab, oppo) == "RUNNING None", "the oppo job on default's idle GPU", 20)
     assert lab.squeue(oppo, "%N") == "gpu-c-0"
     default = submit(lab, "bob", "-A", "default", "-q", "test", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 8")
@@ -281,7 +281,7 @@ def test_experiment_5_two_nodes_over_two_one_node_partitions_is_refused(lab, job
 
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_experiment_6_more_nodes_than_the_partition_is_refused_and_a_range_starts_on_what_is_free(lab, jobs):
-    busy = submit(lab, "alice", "-A", "vc1", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
+    busy = submit(lab, "carol", "-A", "vc1", "-p", "gpu-d", "--gres=gpu:1", "--wrap", "sleep 120")
     wait_for(lambda: state(lab, busy) == "RUNNING None", "gpu-d busy", 20)
     ranged = submit(lab, "alice", "-A", "default", "-p", "gpu-c,gpu-d", "-N", "1-2", "--gres=gpu:1", "--wrap", "srun hostname; sleep 60")
     wait_for(lambda: state(lab, ranged) == "RUNNING None", "the -N 1-2 job on the free node", 20)
@@ -410,10 +410,10 @@ def test_slurmctld_runs_slinkys_extra_conf_and_its_dynamic_nodes_register(lab, s
 
 @pytest.mark.parametrize("lab", EXPERIMENTS, indirect=True)
 def test_experiment_2_prod_starts_before_an_earlier_test_job(lab, jobs):
-    running = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 8")
+    running = submit(lab, "carol", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 8")
     wait_for(lambda: state(lab, running) == "RUNNING None", "vc1's first test job", 20)
-    test = submit(lab, "alice", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
-    prod = submit(lab, "alice", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
+    test = submit(lab, "carol", "-A", "vc1", "-q", "test", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
+    prod = submit(lab, "carol", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "-p", "gpu-d", "--wrap", "sleep 60")
     # Each shows the reason in some scheduler pass (None between passes), not always both in the same one.
     held: set[str] = set()
 

@@ -16,7 +16,8 @@ from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, 
 
 from components import tenancy
 from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, quantity_value
-from components.ldap import seed_ldif
+from components.config.identity import derived_id
+from components.identity.entries import seed_ldif
 from components.platform import build_platform
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
 from components.slurm.common import worker_anti_affinity
@@ -550,9 +551,10 @@ def test_the_ldap_seed_creates_the_tenants_groups_and_users():
     config = with_tenants(*two_teams(stack), stack=stack)
     ldif = seed_ldif(config.ldap, "{SSHA512}x", config.tenants)
     base = config.ldap.base_dn
-    assert f"dn: cn=team-a,ou=groups,{base}\nobjectClass: posixGroup\ncn: team-a\ngidNumber: 20000\nmemberUid: alice\nmemberUid: bob" in ldif
-    assert f"dn: cn=vision,ou=groups,{base}\nobjectClass: posixGroup\ncn: vision\ngidNumber: 20001\nmemberUid: carol" in ldif
-    assert f"dn: uid=carol,ou=users,{base}" in ldif and "uidNumber: 10002\ngidNumber: 20001" in ldif
+    team_a, vision, carol = derived_id("team-a"), derived_id("vision"), derived_id("carol")
+    assert f"dn: cn=team-a,ou=groups,{base}\nobjectClass: posixGroup\ncn: team-a\ngidNumber: {team_a}\nmemberUid: alice\nmemberUid: bob" in ldif
+    assert f"dn: cn=vision,ou=groups,{base}\nobjectClass: posixGroup\ncn: vision\ngidNumber: {vision}\nmemberUid: carol" in ldif
+    assert f"dn: uid=carol,ou=users,{base}" in ldif and f"uidNumber: {carol}\ngidNumber: {vision}" in ldif
     assert seed_ldif(config.ldap, "{SSHA512}x") == seed_ldif(config.ldap, "{SSHA512}x", [])
 
 

@@ -13,6 +13,9 @@ from decimal import Decimal
 from typing import Annotated, Any, Optional
 from urllib.parse import urlparse
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from slurm_rules import kube_rules, slurm_release
@@ -251,10 +254,36 @@ def _human_text(value: str) -> str:
     return value
 
 
+# What sshd should accept in 2026 (OpenSSH's own defaults, NIST SP 800-57's 128-bit level): ed25519, ECDSA on the
+# NIST curves, and RSA of at least 3072 bits. DSA is gone from OpenSSH 10; FIDO (sk-) keys need the user's token
+# at every login, which a batch cluster's scp and rsync cannot ask for.
+MIN_RSA_BITS = 3072
+PUBLIC_KEY_FORM = (
+    "one OpenSSH public key line: ssh-ed25519 AAAA... [comment], ecdsa-sha2-nistp256|384|521 AAAA..., or ssh-rsa AAAA... of at least 3072 bits"
+)
+
+
 def _check_public_key(value: str) -> str:
-    if not re.fullmatch(r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp[0-9]+|sk-[!-~]+) [A-Za-z0-9+/]+={0,2}( [ -~]*)?", value):
-        raise ValueError("must be one OpenSSH public key line, e.g. ssh-ed25519 AAAA... user@host")
+    """An OpenSSH public key line, parsed by the `cryptography` library (the type, the base64 and the key inside)."""
+    if not (value.isascii() and value.isprintable()):
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; this is not one line of printable ASCII")
+    parts = value.split(None, 2)
+    if len(parts) < 2:
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; this has no base64 key after the type")
+    try:
+        key = load_ssh_public_key(" ".join(parts[:2]).encode())
+    except UnsupportedAlgorithm:
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; {parts[0]!r} is not an accepted key type") from None
+    except ValueError:
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; the type or the base64 key is damaged") from None
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size < MIN_RSA_BITS:
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; this RSA key has {key.key_size} bits (or use ssh-ed25519)")
+    if not isinstance(key, (ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey, rsa.RSAPublicKey)):
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; {parts[0]!r} is not an accepted key type")
     return value
+
+
+PublicKey = Annotated[str, AfterValidator(_check_public_key)]
 
 
 MIN_JAIL_SIZE = "40Gi"

@@ -108,8 +108,23 @@ def _unknown_key_message(loc: tuple[Any, ...]) -> str:
     return f"unknown key (allowed: {', '.join(known)})" if known else "unknown key (check the spelling; see config.schema.json)"
 
 
+def _as_written(raw: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The key path as the stack file writes it: a shorthand (a user given as its name alone, which the model reads
+    as {name: ...}) is reported at the shorthand, not at a key the file does not have."""
+    node: Any = raw
+    for depth, part in enumerate(loc):
+        if isinstance(node, str) and part != "[key]":
+            return loc[:depth]
+        if isinstance(node, Mapping) and part in node or isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break
+    return loc
+
+
 def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any]) -> str:
-    loc = tuple(error["loc"])
+    loc = _as_written(raw, tuple(error["loc"]))
+    error = {**error, "loc": loc}
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         if loc in REMOVED_KEYS:

@@ -11,6 +11,7 @@ from slurm_rules.slurm_release import unknown_release
 
 from .charts import chart_problems
 from .fields import Problem, gib_text, plain_number, quantity_value
+from .identity import identity_problems
 from .network import network_policy_problems
 from .platform import PlatformConfig
 from .pools import node_pool_problems
@@ -35,9 +36,10 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from _adoption_problems(config)
     yield from login_problems(config)
     yield from tenant_problems(config)
+    yield from identity_problems(config)
     yield from network_policy_problems(config)
     ldap = config.ldap
-    seeded = {user for tenant in config.tenants for user in tenant.users}
+    seeded = {user for tenant in config.tenants for user in tenant.user_names}
     for user in sorted(set(ldap.display_names) - seeded):
         known = ", ".join(sorted(seeded)) or "none: no tenant lists users"
         yield Problem(("ldap", "displayNames", user), f"names a user no tenant lists (tenants[].users: {known}); add it to a tenant's users", user)

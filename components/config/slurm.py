@@ -25,11 +25,11 @@ from .fields import (
     PodResources,
     Port,
     Problem,
+    PublicKey,
     QualifiedName,
     Quantity,
     WorkerResources,
     _check_cron,
-    _check_public_key,
     duplicates,
     pod_resources,
 )
@@ -102,8 +102,10 @@ class LoginConfig(Model):
         "A production LoadBalancer whose cloud balances onto node ports, or a NodePort login beside a restricted "
         "LoadBalancer, needs it: loadBalancerSourceRanges do not cover node ports.",
     )
-    ssh_root_public_keys: list[Annotated[str, AfterValidator(_check_public_key)]] = Field(
-        default_factory=list, description="Root's authorized keys (OpenSSH public key lines)."
+    ssh_root_public_keys: list[PublicKey] = Field(
+        default_factory=list,
+        description="Root's authorized keys (OpenSSH public key lines): the platform team's administrators only. Researchers log in "
+        "as themselves with tenants[].users[].sshPublicKeys.",
     )
     sshd: PodResources = Field(pod_resources("3000m", "9Gi", "30Gi"), description="sshd container requests.")
     munge: PodResources = Field(pod_resources("500m", "500Mi", "5Gi"), description="munge sidecar container requests.")

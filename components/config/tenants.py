@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, KubernetesGroup, Model, Problem, closest, duplicates
+from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -58,6 +58,62 @@ POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
 PosixName = Annotated[str, Field(pattern=POSIX_NAME_PATTERN), AfterValidator(_check_not_reserved_posix_name)]
 
 
+# A uid or gid a researcher's entry may carry: above the system range every distribution reserves (0-999), and
+# clear of Debian's globally allocated ids (60000-64999: slurm is 64030 in Debian's base-passwd), nobody (65534)
+# and the 16-bit -1 (65535). Below 2^31: some tools still read ids as signed 32-bit numbers.
+MIN_USER_ID = 1000
+RESERVED_ID_RANGES = ((0, MIN_USER_ID - 1, "the system range"), (60000, 65535, "Debian's global ids, nobody and 65535"))
+MAX_ID = 2**31 - 2
+# The operators' own service accounts above the system range, which a researcher's number must not take:
+# ACK's sample images (ack-slurm-operator's Dockerfile) make slurm with uid and gid 1109.
+OPERATOR_SERVICE_IDS: dict[str, dict[str, int]] = {"ack": {"slurm": 1109}}
+
+
+def reserved_id(number: int) -> Optional[str]:
+    """What a uid or gid is reserved for, or None."""
+    return next((what for low, high, what in RESERVED_ID_RANGES if low <= number <= high), None)
+
+
+def _check_id_range(value: Optional[int]) -> Optional[int]:
+    if value is not None and reserved_id(value):
+        raise ValueError(f"is in {reserved_id(value)}; a researcher's number must be {MIN_USER_ID}-59999 or 65536-{MAX_ID}")
+    return value
+
+
+IdNumber = Annotated[int, Field(ge=MIN_USER_ID, le=MAX_ID), AfterValidator(_check_id_range)]
+
+
+def _name_or_object(schema: dict[str, Any]) -> None:
+    # The schema editors and `make docs` read: a user is its name alone, or the object.
+    whole = dict(schema)
+    schema.clear()
+    schema["anyOf"] = [{"type": "string", "pattern": POSIX_NAME_PATTERN, "description": "A user's name alone (no key, derived uidNumber)."}, whole]
+
+
+class TenantUser(Model):
+    """A researcher: a login name in the directory, the keys they log in with, and (for files they already own) their uid."""
+
+    model_config = ConfigDict(json_schema_extra=_name_or_object)
+
+    name: PosixName = Field(..., description="Login name (LDAP uid, Slurm user).")
+    ssh_public_keys: list[PublicKey] = Field(
+        default_factory=list,
+        description="The user's own OpenSSH public keys (ssh-ed25519, ecdsa-sha2-nistp256/384/521, or ssh-rsa of at least "
+        "3072 bits): sshd on the login pods reads them from the directory. None: the user cannot log in by key.",
+    )
+    uid_number: Optional[IdNumber] = Field(
+        None,
+        description="Pin the uidNumber, for a user who already owns files on the jail or home (e.g. made with adduser by "
+        "FPT's guide). Unset: derived from the name, so no reordering of tenants or users ever changes it.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        # `users: [alice]`: a user with no key and a derived number.
+        return {"name": value} if isinstance(value, str) else value
+
+
 class TenantCells(Model):
     """Guaranteed cells (HiveD's virtualCells): `cells` of `gpusPerCell` GPUs, each cell on one node of `pool`."""
 
@@ -75,7 +131,16 @@ class TenantConfig(Model):
         ..., description="Slurm account name (and namespace name when namespace is true); not root."
     )
     ldap_group: Optional[PosixName] = Field(None, description="LDAP posixGroup of the tenant's users; default: name.")
-    users: list[PosixName] = Field(default_factory=list, description="Users of this tenant (seeded into LDAP when ldap.enabled).")
+    gid_number: Optional[IdNumber] = Field(
+        None,
+        description="Pin the gidNumber of the tenant's group, for a group that already owns files. Unset: derived from the "
+        "group's name, never from its place in the list.",
+    )
+    users: list[TenantUser] = Field(
+        default_factory=list,
+        description="Its researchers, each a name or {name, sshPublicKeys, uidNumber}: kept in the directory on every up "
+        "(ldap.enabled), each in this tenant only.",
+    )
     cells: list[TenantCells] = Field(..., min_length=1, description="Guaranteed cells (the virtual cluster).")
     kueue_cells: list[TenantCells] = Field(
         default_factory=list,
@@ -104,6 +169,10 @@ class TenantConfig(Model):
     @property
     def group(self) -> str:
         return self.ldap_group or self.name
+
+    @property
+    def user_names(self) -> list[str]:
+        return [user.name for user in self.users]
 
     @property
     def guaranteed_gpus(self) -> int:
@@ -197,7 +266,7 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
                 "is also its LDAP group (ldapGroup unset), and a group name is at most 32 characters, starting with a letter or _; set ldapGroup",
                 tenant.name,
             )
-        for field, names in (("users", tenant.users), ("kubernetesGroups", tenant.kubernetes_groups)):
+        for field, names in (("users", tenant.user_names), ("kubernetesGroups", tenant.kubernetes_groups)):
             for k, name in duplicates(list(names)):
                 yield Problem(("tenants", i, field, k), "is listed twice in this tenant", name)
         if tenant.kubernetes_groups and not tenant.namespace:

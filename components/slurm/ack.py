@@ -34,7 +34,7 @@ from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations
-from ..ldap import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
+from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (

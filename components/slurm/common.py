@@ -9,7 +9,7 @@ from typing import Any, Optional
 from slurm_rules import kube_rules
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
-from ..ldap import CLIENT_CA_KEY
+from ..identity.names import CLIENT_CA_KEY
 from . import Rendered
 
 SSHD_PORT = 22

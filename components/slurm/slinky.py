@@ -18,7 +18,7 @@ from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
-from ..ldap import SSSD_CA_FILE, SSSD_SECRET
+from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     container_resources,

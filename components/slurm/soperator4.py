@@ -17,7 +17,7 @@ from typing import Any, Optional
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
-from ..ldap import SSSD_SECRET
+from ..identity.names import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
