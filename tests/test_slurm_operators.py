@@ -257,7 +257,8 @@ def test_ack_slurm_conf_is_generated_from_config(ack_config):
     assert f"AccountingStorageHost={dbd_host}" in lines
     assert "NodeSet=a10 Feature=a10" in lines
     assert "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] CPUs=28 RealMemory=102400 Gres=gpu:a10:1 Feature=a10,cloud State=CLOUD" in lines
-    assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
+    # The stack's one tenant, nlp, may use the partition (its cells are on its only pool), with its oppo account.
+    assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP AllowAccounts=nlp,nlp-oppo" in lines
     for setting in (
         # slurmctld's programs do nothing: the copilot pod resumes and suspends (no token in the head).
         "SuspendProgram=/bin/true",

@@ -316,7 +316,7 @@ def test_each_operator_carries_priority_and_preemption_settings_its_own_way(oper
     for line in expected:
         assert line in lines
     assert all(lines.count(line) == 1 for line in lines if line.startswith("Preempt")), lines
-    assert not [line for line in TENANT_SLURM_CONF if line in slurm_conf_text(parse_config(stack_config(stack))).splitlines()]
+    assert not [line for line in TENANT_SLURM_CONF if line in slurm_conf_text(parse_config({**stack_config(stack), "tenants": []})).splitlines()]
     for manifest in (r.manifest for r in operator_module(config).render(config)):
         assert manifest_errors(manifest) == [], manifest["kind"]
 
@@ -543,7 +543,7 @@ def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level
 
 
 def test_no_tenants_render_nothing():
-    assert tenancy.render(parse_config(stack_config(OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]))) == []
+    assert tenancy.render(parse_config({**stack_config(OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]), "tenants": []})) == []
 
 
 def test_the_ldap_seed_creates_the_tenants_groups_and_users():
@@ -635,7 +635,7 @@ def test_tenants_get_a_partition_per_gpu_pool_unless_partitions_are_declared(ope
     # Declared partitions are the operator's choice; without tenants nothing is added.
     declared = with_tenants(*two_teams(stack), stack=stack, slurm={**default_partitions, "partitions": [{"name": "all", "default": True}]})
     assert [p.name for p in declared.partitions] == ["all"]
-    assert [p.name for p in parse_config({**raw, "slurm": default_partitions}).partitions] == ["main"]
+    assert [p.name for p in parse_config({**raw, "slurm": default_partitions, "tenants": []}).partitions] == ["main"]
 
 
 def partition_lines(config) -> dict[str, str]:
@@ -668,7 +668,7 @@ def test_a_tenants_account_may_use_only_the_partitions_over_its_cells_pools_and_
     assert options["main"].endswith(" AllowAccounts=team-c,team-a-oppo,team-c-oppo")  # only team-c holds cells on both pools
     no_oppo = with_tenants({**teams[1], "priorities": ["prod"]}, stack=stack, slurm=slurm, nodePools=raw_pools)
     assert partition_lines(no_oppo)[pool["name"]].endswith(" AllowAccounts=root")
-    assert all("AllowAccounts" not in line for line in partition_lines(parse_config(stack_config(stack))).values())
+    assert all("AllowAccounts" not in line for line in partition_lines(parse_config({**stack_config(stack), "tenants": []})).values())
 
 
 LONGEST_CLUSTER_NAME = "c" * CLUSTER_NAME_MAX

@@ -258,6 +258,11 @@ def _human_text(value: str) -> str:
 # NIST curves, and RSA of at least 3072 bits. DSA is gone from OpenSSH 10; FIDO (sk-) keys need the user's token
 # at every login, which a batch cluster's scp and rsync cannot ask for.
 MIN_RSA_BITS = 3072
+ACCEPTED_KEY_TYPES: dict[str, type] = {
+    "ssh-ed25519": ed25519.Ed25519PublicKey,
+    **{f"ecdsa-sha2-nistp{bits}": ec.EllipticCurvePublicKey for bits in (256, 384, 521)},
+    "ssh-rsa": rsa.RSAPublicKey,
+}
 PUBLIC_KEY_FORM = (
     "one OpenSSH public key line: ssh-ed25519 AAAA... [comment], ecdsa-sha2-nistp256|384|521 AAAA..., or ssh-rsa AAAA... of at least 3072 bits"
 )
@@ -270,16 +275,17 @@ def _check_public_key(value: str) -> str:
     parts = value.split(None, 2)
     if len(parts) < 2:
         raise ValueError(f"must be {PUBLIC_KEY_FORM}; this has no base64 key after the type")
+    key_class = ACCEPTED_KEY_TYPES.get(parts[0])
+    if key_class is None:
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; {parts[0]!r} is not an accepted key type")
     try:
         key = load_ssh_public_key(" ".join(parts[:2]).encode())
-    except UnsupportedAlgorithm:
-        raise ValueError(f"must be {PUBLIC_KEY_FORM}; {parts[0]!r} is not an accepted key type") from None
-    except ValueError:
-        raise ValueError(f"must be {PUBLIC_KEY_FORM}; the type or the base64 key is damaged") from None
+    except (UnsupportedAlgorithm, ValueError):
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; the base64 key is damaged") from None
+    if not isinstance(key, key_class):
+        raise ValueError(f"must be {PUBLIC_KEY_FORM}; the key inside is not a {parts[0]} key")
     if isinstance(key, rsa.RSAPublicKey) and key.key_size < MIN_RSA_BITS:
         raise ValueError(f"must be {PUBLIC_KEY_FORM}; this RSA key has {key.key_size} bits (or use ssh-ed25519)")
-    if not isinstance(key, (ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey, rsa.RSAPublicKey)):
-        raise ValueError(f"must be {PUBLIC_KEY_FORM}; {parts[0]!r} is not an accepted key type")
     return value
 
 
