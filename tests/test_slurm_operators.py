@@ -310,7 +310,7 @@ def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise
 
 def test_ack_login_is_a_private_clb_selecting_the_login_pods_not_the_head(ack_config):
     service = ack.login_service(ack_config)
-    labels = {"kai.alibabacloud.com/slurm-cluster": "ack-slurm-cluster-1", "slurm-platform/role": "login"}
+    labels = {"app.kubernetes.io/name": "slurm-login", "app.kubernetes.io/instance": "ack-slurm-cluster-1"}
     assert service["metadata"]["labels"] == service["spec"]["selector"] == labels
     assert service["metadata"]["annotations"]["service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"] == "intranet"
     assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]

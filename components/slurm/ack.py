@@ -373,8 +373,9 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
 
 
 def login_labels(config: PlatformConfig) -> dict[str, str]:
-    """Our login pods' labels (the Service's selector, the network policies' login role)."""
-    return {CLUSTER_LABEL: config.cluster.name, ROLE_LABEL: "login"}
+    """Our login pods' labels (the Service's selector, the network policies' login role): like the copilot's, not the
+    operator's cluster label, which marks the pods it runs itself."""
+    return {"app.kubernetes.io/name": "slurm-login", "app.kubernetes.io/instance": config.cluster.name}
 
 
 def login_sshd_config(config: PlatformConfig) -> str:
@@ -400,10 +401,15 @@ def login_script(config: PlatformConfig) -> str:
     (PAM); a researcher's home made at the first login (pam_mkhomedir in sshd's PAM session, private to them);
     then sshd in the foreground. Host keys are made at start: they change when a login pod is replaced."""
     settings, q = ack(config), shlex.quote
+    needed = ["sshd", "munged", *(["sssd", "sss_ssh_authorizedkeys"] if config.ldap.enabled else [])]
     lines = [
         "#!/bin/bash",
         "# slurm-platform: the ACK login (components/slurm/ack.py).",
         "set -euo pipefail",
+        'export PATH="$PATH:/usr/sbin:/sbin"',
+        f"for program in {' '.join(needed)}; do",
+        '  command -v "$program" >/dev/null || { echo "slurm.ack.image has no $program: the login needs it" >&2; exit 1; }',
+        "done",
         "install -d /etc/slurm",
         f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
         *munged_lines(q(munge_conf_path(config))),
