@@ -97,6 +97,7 @@ COPILOT_POLL_SECONDS = 10
 # The login pods' files (login_config_map) and where they are mounted.
 LOGIN_DIR = "/login"
 LOGIN_SCRIPT = "login.sh"
+LOGIN_APP = "slurm-login"
 
 
 def ack(config: PlatformConfig) -> AckClusterConfig:
@@ -375,7 +376,7 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
 def login_labels(config: PlatformConfig) -> dict[str, str]:
     """Our login pods' labels (the Service's selector, the network policies' login role): like the copilot's, not the
     operator's cluster label, which marks the pods it runs itself."""
-    return {"app.kubernetes.io/name": "slurm-login", "app.kubernetes.io/instance": config.cluster.name}
+    return {"app.kubernetes.io/name": LOGIN_APP, "app.kubernetes.io/instance": config.cluster.name}
 
 
 def login_sshd_config(config: PlatformConfig) -> str:
