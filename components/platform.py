@@ -155,6 +155,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "slurmServices": slurm.service_names,
         "loginEndpoint": slurm.login_endpoint,
         "sshCommand": slurm.ssh_command,
+        "userSshCommand": slurm.user_ssh_command,
         "pvcNames": storage.claim_names,
         "storageClassName": storage.storage_class_name,
         "mungeSecretName": munge.secret_name if munge else pulumi.Output.from_input(None),

@@ -49,6 +49,7 @@ class SlurmCluster(pulumi.ComponentResource):
     worker_nodes: pulumi.Output[list]
     login_endpoint: pulumi.Output[Optional[str]]
     ssh_command: pulumi.Output[str]
+    user_ssh_command: pulumi.Output[Optional[str]]
     phase: pulumi.Output[Optional[str]]
     unmet_conditions: pulumi.Output[list]
     service_names: pulumi.Output[dict]
@@ -78,6 +79,7 @@ class SlurmCluster(pulumi.ComponentResource):
         self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
         self.login_endpoint = login.apply(lambda service: module.login_endpoint(config, service))
         self.ssh_command = login.apply(lambda service: module.ssh_command(config, service))
+        self.user_ssh_command = login.apply(lambda service: module.user_ssh_command(config, service))
         self.phase = status.apply(lambda value: (value or {}).get("phase"))
         self.unmet_conditions = status.apply(unmet_conditions)
         self.service_names = pulumi.Output.from_input(module.service_names(config))
@@ -86,6 +88,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 "workerNodes": self.worker_nodes,
                 "loginEndpoint": self.login_endpoint,
                 "sshCommand": self.ssh_command,
+                "userSshCommand": self.user_ssh_command,
                 "phase": self.phase,
                 "unmetConditions": self.unmet_conditions,
                 "serviceNames": self.service_names,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages the services test tier (tests/test_services_*.py) runs:
 # real Slurm (slurmctld, slurmd, slurmdbd, sacctmgr), munge, MariaDB, OpenLDAP
-# (slapd, ldap-utils), nslcd and sssd, and openssl (the LDAP tests' TLS certificates).
+# (slapd, ldap-utils), nslcd and sssd, openssl (the LDAP tests' TLS certificates) and
+# openssh-server (the login tests' sshd, on the keys sssd reads from the directory).
 # Root on a Debian-family machine only.
 #
 #   scripts/services-local.sh install   install what is missing (no service started)
@@ -21,10 +22,10 @@
 # them: policy-rc.d refuses every start, debconf is told not to configure slapd
 # or nsswitch, and the host files a maintainer script edits (the name service
 # switch, PAM's common stacks) are put back as they were. The packages' own
-# system accounts (munge, slurm, mysql, openldap, nslcd, sssd) stay: dpkg owns them.
+# system accounts (munge, slurm, mysql, openldap, nslcd, sssd, sshd) stay: dpkg owns them.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl)
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl openssh-server)
 # Edited by libnss-ldapd's, libnss-sss's and libpam-sss's maintainer scripts.
 RESTORED=(/etc/nsswitch.conf /etc/pam.d/common-auth /etc/pam.d/common-account /etc/pam.d/common-password /etc/pam.d/common-session /etc/pam.d/common-session-noninteractive)
 
@@ -114,7 +115,7 @@ install_packages() {
 	}
 	# Packages whose init scripts ignore policy-rc.d would show here; the tier starts its own.
 	local name pid
-	for name in slurmctld slurmd slurmdbd munged mariadbd slapd nslcd sssd; do
+	for name in slurmctld slurmd slurmdbd munged mariadbd slapd nslcd sssd sshd; do
 		for pid in $(pgrep -x "$name" || true); do
 			log "stopping $name ($pid), started by its package"
 			kill "$pid"

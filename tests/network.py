@@ -85,8 +85,9 @@ def slurm_pods(config: PlatformConfig) -> list[Pod]:
     else:
         cluster_cr = ack.slurm_cluster_manifest(config)["spec"]
         head = cluster_cr.get("slurmctld") or cluster_cr["headGroupSpec"]
-        # The head runs slurmctld and sshd: it plays both roles.
+        # The head runs slurmctld (and slurmdbd in the 2024-06 API); users SSH into our login Deployment's pods.
         pods.append(Pod("controller", namespace, dict(head["template"]["metadata"]["labels"])))
+        pods.append(Pod("login", namespace, template_labels(ack.login_deployment(config))))
         pods += [Pod("worker", namespace, dict(group["template"]["metadata"]["labels"])) for group in cluster_cr["workerGroupSpecs"]]
         if "slurmdbd" in cluster_cr:
             pods.append(Pod("slurmdbd", namespace, dict(cluster_cr["slurmdbd"]["template"]["metadata"]["labels"])))

@@ -167,8 +167,6 @@ class World:
         return self.config.operators.soperator.namespace
 
     def get(self, role: str) -> Optional[Pod]:
-        # ACK's head runs sshd: it is the login.
-        role = "controller" if role == "login" and self.config.slurm_operator == "ack" else role
         return next((pod for pod in self.pods if pod.role == role), None)
 
     def ours(self) -> list[Pod]:
@@ -197,6 +195,8 @@ def expected_flows(world: World) -> list[Flow]:
         Flow(INTERNET, login, p.SSH_PORT, True),
         # What stays out.
         Flow(INTERNET, controller, p.SLURMCTLD_PORT, False),
+        # SSH reaches the login pods only (ACK's head took it before it had a login of its own).
+        Flow(INTERNET, controller, p.SSH_PORT, False),
         Flow(INTERNET, worker, p.SLURMD_PORT, False),
         Flow(tenant, controller, p.SLURMCTLD_PORT, False),
         Flow(tenant, worker, p.SLURMD_PORT, False),

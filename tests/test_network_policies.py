@@ -86,8 +86,9 @@ def test_every_pod_is_isolated_both_ways_and_each_slurm_daemon_is_open_on_its_po
         "ldap": {names.CONTAINER_LDAP_PORT, names.CONTAINER_LDAPS_PORT},
     }
     if config.slurm_operator == "ack":
-        # The head pod runs sshd too, and slurmdbd in the 2024-06 API.
-        expected["controller"] |= {SSHD_PORT} | ({network_policies.SLURMDBD_PORT} if "slurmdbd" not in roles else set())
+        # The head pod runs slurmdbd too in the 2024-06 API; SSH reaches the login Deployment, not the head.
+        expected["controller"] |= {network_policies.SLURMDBD_PORT} if "slurmdbd" not in roles else set()
+        assert SSHD_PORT not in ports_allowed_to(policies, namespace, next(p for p in pods if p.role == "controller").labels)
     checked = 0
     for pod in pods:
         if pod.role in expected:
@@ -145,7 +146,8 @@ def test_the_ports_are_the_ones_the_operators_render():
     def container_ports(template: dict[str, Any]) -> set[int]:
         return {port["containerPort"] for c in template["spec"]["containers"] for port in c.get("ports", [])}
 
-    assert container_ports(spec["slurmctld"]["template"]) == {network_policies.SLURMCTLD_PORT, network_policies.SSH_PORT}
+    assert container_ports(spec["slurmctld"]["template"]) == {network_policies.SLURMCTLD_PORT}
+    assert container_ports(ack.login_deployment(config)["spec"]["template"]) == {network_policies.SSH_PORT}
     assert container_ports(spec["slurmdbd"]["template"]) == {network_policies.SLURMDBD_PORT}
     assert [container_ports(group["template"]) for group in spec["workerGroupSpecs"]] == [{network_policies.SLURMD_PORT}] * len(config.gpu_pools)
     assert ack.login_service(config)["spec"]["ports"][0]["targetPort"] == network_policies.SSH_PORT

@@ -159,7 +159,9 @@ def pods_of(variant: str, name: str, manifest: dict[str, Any]) -> Iterator[Pod]:
     namespace = manifest["metadata"].get("namespace", "")
     spec = manifest.get("spec") or {}
     if kind in WORKLOADS:
-        yield template_pod(variant, f"{name}.spec.template", namespace, spec["template"], False, False, set())
+        # ACK's login Deployment (ours): users log into it, and it is a Slurm pod.
+        ack_login = (spec["template"].get("metadata") or {}).get("labels", {}).get("app.kubernetes.io/name") == ack.LOGIN_APP
+        yield template_pod(variant, f"{name}.spec.template", namespace, spec["template"], ack_login, ack_login, set())
     elif kind == "CronJob":
         yield template_pod(variant, f"{name}.spec.jobTemplate", namespace, spec["jobTemplate"]["spec"]["template"], False, False, set())
     elif group == "kai.alibabacloud.com" and kind == "SlurmCluster":
@@ -268,6 +270,8 @@ def test_the_map_covers_every_operator_and_every_kind_of_login_pod():
     ):
         assert where in logins, f"no login pod at {where}: {sorted(logins)}"
     assert any(pod.spec is not None and pod.spec.get("serviceAccountName") for pod in pods), "no pod with its own account: the map proves nothing"
+    ack_logins = [pod for pod in pods if pod.login and pod.variant.startswith("staging-hangzhou") and pod.where.endswith("login.spec.template")]
+    assert len(ack_logins) == len([v for v in VARIANTS if v.startswith("staging-hangzhou")]), "ACK's login Deployment is not in the map"
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -309,14 +309,18 @@ def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise
     assert ack.gres_conf(parse_config(raw)) == "AutoDetect=nvml\n"
 
 
-def test_ack_login_is_a_private_clb_with_the_guides_labels(ack_config):
+def test_ack_login_is_a_private_clb_selecting_the_login_pods_not_the_head(ack_config):
     service = ack.login_service(ack_config)
-    labels = {"kai.alibabacloud.com/slurm-cluster": "ack-slurm-cluster-1", "kai.alibabacloud.com/slurm-node-type": "head"}
+    labels = {"app.kubernetes.io/name": "slurm-login", "app.kubernetes.io/instance": "ack-slurm-cluster-1"}
     assert service["metadata"]["labels"] == service["spec"]["selector"] == labels
     assert service["metadata"]["annotations"]["service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"] == "intranet"
     assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
+    login = ack.login_deployment(ack_config)
+    assert login["metadata"]["name"] == service["metadata"]["name"] == "ack-slurm-cluster-1-login"
+    assert login["spec"]["template"]["metadata"]["labels"] == login["spec"]["selector"]["matchLabels"] == labels
     head = ack_templates(ack.slurm_cluster_manifest(ack_config))[0]
-    assert labels.items() <= head["metadata"]["labels"].items()
+    assert not labels.items() <= head["metadata"]["labels"].items()
+    assert ack.pod_roles(ack_config).login == {"matchLabels": labels} != ack.pod_roles(ack_config).controller
 
 
 ACK_INTERNET = {"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}

@@ -11,10 +11,15 @@ are bring-your-own; the operator prepends its init script, which copies
 slurmConfPath, the platform's munge Secret (key `munge.key`) in `mungeKeyDir`,
 the LDAP client files for nslcd, and the shared /home claim on NAS.
 
+Users SSH into a login of their own (the `<cluster>-login` Deployment, off the GPU
+nodes): sshd, sssd and munged in the cluster's image, researchers as themselves on
+the keys the directory holds, administrators as root; the head runs slurmctld
+alone and no Service reaches it from outside.
+
 With autoscaling, the resume/suspend programs run in a pod of their own (the
 copilot Deployment), the only pod with a Kubernetes token: its Role may patch
-this SlurmCluster. The head, where users SSH in, has no token at all, so no
-Slurm user can rewrite the worker templates (image, hostPath) through it.
+this SlurmCluster. Neither the head nor the login has a token at all, so no
+Slurm user can rewrite the worker templates (image, hostPath) through them.
 slurmctld's own SuspendProgram/ResumeProgram are `/bin/true`; the copilot
 polls `sinfo` for nodes slurmctld is powering up or down and runs the
 configured programs for each, once per transition.
@@ -34,11 +39,13 @@ from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations
-from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET
+from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
+from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     SSHD_PORT,
+    USER_PLACEHOLDER,
     awaits_address,
     container_resources,
     default_memory_line,
@@ -87,6 +94,10 @@ COPILOT_DIR = "/copilot"
 PODINFO_DIR = "/etc/slurmd-podinfo"
 K8S_INFO_DIR = "/var/k8s-info"
 COPILOT_POLL_SECONDS = 10
+# The login pods' files (login_config_map) and where they are mounted.
+LOGIN_DIR = "/login"
+LOGIN_SCRIPT = "login.sh"
+LOGIN_APP = "slurm-login"
 
 
 def ack(config: PlatformConfig) -> AckClusterConfig:
@@ -104,6 +115,7 @@ def names(config: PlatformConfig) -> dict[str, str]:
         "config": f"{cluster}-slurm-conf",
         "login": f"{cluster}-login",
         "copilot": f"{cluster}-slurmctld-copilot",
+        "login_files": f"{cluster}-login-files",
         "home_volume": f"{home.claim_name}-nas" if (home := ack(config).home) else "",
     }
 
@@ -304,7 +316,8 @@ def pod_template(
 
 def head_template(config: PlatformConfig) -> dict[str, Any]:
     controller = config.slurm.controller
-    ports = [6817, SSHD_PORT] + ([] if new_api(config) else [SLURMDBD_PORT])
+    # slurmctld (and slurmdbd in the 2024-06 API) only: users SSH into the login Deployment.
+    ports = [6817] + ([] if new_api(config) else [SLURMDBD_PORT])
     return pod_template(
         config,
         "slurmctld",
@@ -360,10 +373,130 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
 # --- login, /home, autoscaling RBAC ----------------------------------------------
 
 
+def login_labels(config: PlatformConfig) -> dict[str, str]:
+    """Our login pods' labels (the Service's selector, the network policies' login role): like the copilot's, not the
+    operator's cluster label, which marks the pods it runs itself."""
+    return {"app.kubernetes.io/name": LOGIN_APP, "app.kubernetes.io/instance": config.cluster.name}
+
+
+def login_sshd_config(config: PlatformConfig) -> str:
+    """The login's sshd_config: researchers on the directory's keys (identity.clients.sshd_settings, sssd),
+    root on the administrators' keys alone (sshRootPublicKeys, no password)."""
+    lines = [
+        "# slurm-platform: the ACK login's sshd (components/slurm/ack.py)",
+        *sshd_settings(),
+        f"Port {SSHD_PORT}",
+        "PermitRootLogin prohibit-password",
+        *(f"HostKey /etc/ssh/ssh_host_{kind}_key" for kind in ("rsa", "ecdsa", "ed25519")),
+        "AcceptEnv LANG LC_*",
+        "X11Forwarding no",
+        "Subsystem sftp internal-sftp",
+        "LogLevel INFO",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def login_script(config: PlatformConfig) -> str:
+    """What the login container runs (as the operator's init script does for its pods): slurm.conf into /etc/slurm,
+    munged on the platform's key, sssd on sssd-config for users and groups (NSS) and for keys and the account check
+    (PAM); a researcher's home made at the first login (pam_mkhomedir in sshd's PAM session, private to them);
+    then sshd in the foreground. Host keys are made at start: they change when a login pod is replaced."""
+    settings, q = ack(config), shlex.quote
+    needed = ["sshd", "munged", *(["sssd", "sss_ssh_authorizedkeys"] if config.ldap.enabled else [])]
+    lines = [
+        "#!/bin/bash",
+        "# slurm-platform: the ACK login (components/slurm/ack.py).",
+        "set -euo pipefail",
+        'export PATH="$PATH:/usr/sbin:/sbin"',
+        f"for program in {' '.join(needed)}; do",
+        '  command -v "$program" >/dev/null || { echo "slurm.ack.image has no $program: the login needs it" >&2; exit 1; }',
+        "done",
+        "install -d /etc/slurm",
+        f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
+        *munged_lines(q(munge_conf_path(config))),
+        "install -d -m 0700 /root/.ssh",
+        f"install -m 0600 {LOGIN_DIR}/authorized_keys /root/.ssh/authorized_keys",
+        f"install -m 0644 {LOGIN_DIR}/sshd_config /etc/ssh/sshd_config",
+        "ssh-keygen -A",
+        "install -d -m 0755 /run/sshd",
+    ]
+    if config.ldap.enabled:
+        lines += [
+            r"sed -i -E 's/^(passwd|group|shadow):.*/\1: files sss/' /etc/nsswitch.conf",
+            f"grep -qs pam_mkhomedir /etc/pam.d/sshd || echo {q(MKHOMEDIR_SESSION)} >> /etc/pam.d/sshd",
+            "sssd -D",
+        ]
+    lines.append("exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config")
+    return "\n".join(lines) + "\n"
+
+
+def login_config_map(config: PlatformConfig) -> dict[str, Any]:
+    keys = "".join(f"{key}\n" for key in config.slurm.login.ssh_root_public_keys)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names(config)["login_files"], "namespace": config.cluster.namespace, "labels": {CLUSTER_LABEL: config.cluster.name}},
+        "data": {LOGIN_SCRIPT: login_script(config), "sshd_config": login_sshd_config(config), "authorized_keys": keys},
+    }
+
+
+def login_deployment(config: PlatformConfig) -> dict[str, Any]:
+    """The login pods: a Slurm client (slurm.conf, munge) with sshd and sssd, off the GPU nodes, no Kubernetes token.
+    sssd reads the directory as the read-only account (sssd-config, and its CA with TLS); nslcd's files stay off it."""
+    labels = login_labels(config)
+    pod_volumes, mounts = volumes(config, with_slurmdbd_conf=False)
+    nslcd = ("ldap-client", "nslcd-conf", "ldap-ca")
+    pod_volumes = [v for v in pod_volumes if v["name"] not in nslcd] + [{"name": "login", "configMap": {"name": names(config)["login_files"]}}]
+    mounts = [m for m in mounts if m["name"] not in nslcd] + [{"name": "login", "mountPath": LOGIN_DIR, "readOnly": True}]
+    if config.ldap.enabled:
+        sssd = {
+            "name": "sssd-conf",
+            "secret": {"secretName": SSSD_SECRET, "defaultMode": 0o600, "items": [{"key": "sssd.conf", "path": "sssd.conf"}]},
+        }
+        pod_volumes.append(sssd)
+        mounts.append({"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True})
+        ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+        pod_volumes, mounts = pod_volumes + ca_volumes, mounts + ca_mounts
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "priorityClassName": system_priority_class_name(config),
+        "containers": [
+            {
+                "name": "login",
+                "image": ack(config).image,
+                "command": ["/bin/bash", f"{LOGIN_DIR}/{LOGIN_SCRIPT}"],
+                "ports": [{"containerPort": SSHD_PORT, "protocol": "TCP"}],
+                "resources": container_resources(config.slurm.login.sshd),
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": pod_volumes,
+        **system_placement(config),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": names(config)["login"], "namespace": config.cluster.namespace, "labels": labels},
+        "spec": {
+            "replicas": config.slurm.login.size,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def login(config: PlatformConfig) -> list[Rendered]:
+    return [
+        Rendered("login-files", login_config_map(config)),
+        Rendered("login", login_deployment(config)),
+        Rendered("login-ssh", login_service(config)),
+    ]
+
+
 def login_service(config: PlatformConfig) -> dict[str, Any]:
-    """The guide's login: a LoadBalancer on a private (intranet) CLB selecting the head pod."""
+    """The guide's LoadBalancer on a private (intranet) CLB, selecting our login pods (login_deployment), not the head."""
     login = config.slurm.login
-    labels = {CLUSTER_LABEL: config.cluster.name, NODE_TYPE_LABEL: "head"}
+    labels = login_labels(config)
     spec: dict[str, Any] = {
         "type": "LoadBalancer",
         "externalTrafficPolicy": "Local",
@@ -580,7 +713,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         Rendered("slurm-conf", slurm_conf_config_map(config)),
         Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled),
         *copilot(config),
-        Rendered("login-ssh", login_service(config)),
+        *login(config),
     ]
 
 
@@ -601,8 +734,13 @@ def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]
 
 
 def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
-    # Users are LDAP users (nslcd), not root.
-    return ssh_command_for(config, login_service_name(config), node_port=False, user="$USER")
+    """Root's, on sshRootPublicKeys (the administrators')."""
+    return ssh_command_for(config, login_service_name(config), node_port=False)
+
+
+def user_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """A researcher's, as themselves (sssd on the login pods)."""
+    return ssh_command_for(config, login_service_name(config), node_port=False, user=USER_PLACEHOLDER)
 
 
 def service_names(config: PlatformConfig) -> dict[str, str]:
@@ -632,12 +770,12 @@ def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
 
 
 def pod_roles(config: PlatformConfig) -> PodRoles:
-    """Our templates' labels, which the operator copies onto its pods: the head runs slurmctld and sshd
-    (and slurmdbd in the 2024-06 API)."""
+    """Our templates' labels, which the operator copies onto its pods: the head runs slurmctld (and slurmdbd in the
+    2024-06 API); the login pods are our Deployment's."""
     cluster = {CLUSTER_LABEL: config.cluster.name}
     head = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "head"}}
     workers = {"matchLabels": {**cluster, ROLE_LABEL: "worker"}}
     accounting = None
     if config.slurm.accounting.enabled:
         accounting = {"matchLabels": {**cluster, NODE_TYPE_LABEL: "slurmdbd"}} if new_api(config) else head
-    return PodRoles(controller=head, workers=workers, login=head, accounting=accounting)
+    return PodRoles(controller=head, workers=workers, login={"matchLabels": login_labels(config)}, accounting=accounting)

@@ -292,6 +292,10 @@ def ssh_endpoint(config: PlatformConfig, service_name: str, node_port: bool) -> 
     return f"{service_name}.{config.cluster.namespace}:{SSHD_PORT} (LoadBalancer address)"
 
 
+# What a researcher types for their own login name in userSshCommand (their shell fills it in when it is theirs).
+USER_PLACEHOLDER = "$USER"
+
+
 def ssh_command_for(config: PlatformConfig, service_name: str, node_port: bool, user: str = "root") -> str:
     login = config.slurm.login
     if login.load_balancer_ip:

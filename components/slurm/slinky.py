@@ -18,9 +18,11 @@ from slurm_rules import confinement, slurm_options
 
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig
+from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
+    USER_PLACEHOLDER,
     container_resources,
     default_memory_line,
     gpu_resources,
@@ -196,6 +198,10 @@ def loginset(config: PlatformConfig) -> dict[str, Any]:
         "replicas": login.size,
         # LDAP users through SSSD, with our read-only sssd.conf (ldap.py).
         "sssdConfRef": {"name": SSSD_SECRET, "key": "sssd.conf"},
+        # Researchers log in as themselves on the directory's keys: appended to the operator's sshd_config
+        # (Include sshd_config.d, UsePAM yes, X11Forwarding yes, Subsystem sftp), which sets none of these
+        # keywords but UsePAM, to the same value. Homes: the login image's PAM (authselect sssd with-mkhomedir).
+        "extraSshdConfig": "\n".join(sshd_settings()) + "\n",
         "login": container,
         "template": {"spec": pod_spec(config, pod)},
         "service": service,
@@ -338,8 +344,15 @@ def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]
 
 
 def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """Root's, on rootSshAuthorizedKeys (the administrators')."""
     node_port = login_service_spec(config)["type"] == "NodePort"
-    return ssh_command_for(config, login_service_name(config), node_port=node_port, user="$USER")
+    return ssh_command_for(config, login_service_name(config), node_port=node_port)
+
+
+def user_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
+    """A researcher's, as themselves (sssd, extraSshdConfig)."""
+    node_port = login_service_spec(config)["type"] == "NodePort"
+    return ssh_command_for(config, login_service_name(config), node_port=node_port, user=USER_PLACEHOLDER)
 
 
 def service_names(config: PlatformConfig) -> dict[str, str]:

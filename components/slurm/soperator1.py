@@ -219,6 +219,11 @@ def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]]) 
     return ssh_line(*login_address(config, live_service))
 
 
+def user_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]]) -> Optional[str]:
+    """None: 1.14.10 cannot read the directory (no sssd, no sshd_config of ours), and tenants are refused on it."""
+    return None
+
+
 def live_login_service(config: PlatformConfig) -> str:
     """Its address is read from the live Service: ours when restricted (declared), else soperator's."""
     return login_service_name(config)

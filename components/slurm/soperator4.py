@@ -17,11 +17,14 @@ from typing import Any, Optional
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
+from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
 from .common import (
+    SSHD_PORT,
+    USER_PLACEHOLDER,
     default_memory_line,
     gpu_resources,
     no_live_login,
@@ -84,6 +87,73 @@ def sssd(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+# soperator 4.1.7's login (render/login, images/login/sshd_entrypoint.sh): the sshdConfigMapRefName ConfigMap is
+# mounted at /mnt/ssh-configs and sshd runs `-f /mnt/ssh-configs/sshd_config`; the host keys of the sshdKeysName
+# Secret are at /etc/ssh/sshd_keys; the jail at /mnt/jail, whose /home is the login's /home (a symlink).
+SSHD_CONFIG_KEY = "sshd_config"
+SSHD_KEYS_DIR = "/etc/ssh/sshd_keys"
+HOST_KEYS = ("ssh_host_rsa_key", "ssh_host_ecdsa_key", "ssh_host_ed25519_key")
+JAIL = "/mnt/jail"
+
+
+def sshd_config_name(config: PlatformConfig) -> str:
+    """Ours, beside the operator's own `<cluster>-ssh-configs` (which it keeps rendering, unused)."""
+    return f"{config.cluster.name}-login-sshd-config"
+
+
+def sshd_config(config: PlatformConfig) -> str:
+    """soperator 4.1.7's own sshd_config (render/login/configmap.go generateSshdConfig, with its SSSD lines)
+    with our settings (identity.clients.sshd_settings) first, as sshd takes a keyword's first value: the
+    directory's keys through sssd's ssh responder, run as nobody instead of root; keys only. Everyone but
+    root is chrooted into the jail, as the operator has it; root keeps the administrators' keys
+    (sshRootPublicKeys) and the jail's. LogLevel INFO (the operator's DEBUG3 up to its Match)."""
+    ours = sshd_settings()
+    keywords = {line.split()[0] for line in ours}
+    operators = [
+        f"Port {SSHD_PORT}",
+        "PermitRootLogin yes",
+        "PasswordAuthentication no",
+        "ChallengeResponseAuthentication no",
+        "UsePAM yes",
+        "AcceptEnv LANG LC_*",
+        "X11Forwarding no",
+        "AllowTcpForwarding yes",
+        "Subsystem sftp internal-sftp",
+        *(f"HostKey {SSHD_KEYS_DIR}/{key}" for key in HOST_KEYS),
+        f"ChrootDirectory {JAIL}",
+        "ClientAliveInterval 3600",
+        "ClientAliveCountMax 5",
+        "MaxStartups 100:50:300",
+        "LoginGraceTime 120",
+        "MaxAuthTries 4",
+        "LogLevel INFO",
+    ]
+    # ChallengeResponseAuthentication is KbdInteractiveAuthentication's old name: ours says it.
+    kept = [line for line in operators if line.split()[0] not in keywords | {"ChallengeResponseAuthentication"}]
+    lines = [
+        "# slurm-platform: soperator 4.1.7's sshd_config with researchers' logins (components/slurm/soperator4.py)",
+        *ours,
+        *kept,
+        "",
+        "Match User root",
+        f"    AuthorizedKeysFile /root/.ssh/authorized_keys {JAIL}/root/.ssh/authorized_keys",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sshd_config_map(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": sshd_config_name(config),
+            "namespace": config.cluster.namespace,
+            "labels": {"app.kubernetes.io/component": "login", "app.kubernetes.io/instance": config.cluster.name},
+        },
+        "data": {SSHD_CONFIG_KEY: sshd_config(config)},
+    }
+
+
 def nodeset_name(pool: NodePoolConfig) -> str:
     return pool.name
 
@@ -115,6 +185,9 @@ def controller_node(config: PlatformConfig) -> dict[str, Any]:
 def login_node(config: PlatformConfig) -> dict[str, Any]:
     node = soperator.login_node(config, image)
     node.update(priorityClass=system_priority_class_name(config), **sssd(config))
+    if config.ldap.enabled:
+        # Researchers log in as themselves: our sshd_config (sshd_config_map) instead of the operator's.
+        node["sshdConfigMapRefName"] = sshd_config_name(config)
     return node
 
 
@@ -323,7 +396,10 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    rendered = [*system_priority(config), Rendered("cluster", slurm_cluster_manifest(config))]
+    rendered = [*system_priority(config)]
+    if config.ldap.enabled:
+        rendered.append(Rendered("login-sshd-config", sshd_config_map(config)))
+    rendered.append(Rendered("cluster", slurm_cluster_manifest(config)))
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
     rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
     service = soperator.restricted_login_service(config)
@@ -357,6 +433,13 @@ def login_endpoint(config: PlatformConfig, live_service: Optional[dict[str, Any]
 
 def ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> str:
     return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config))
+
+
+def user_ssh_command(config: PlatformConfig, live_service: Optional[dict[str, Any]] = None) -> Optional[str]:
+    """A researcher's login (our sshd_config, with the directory): None without LDAP."""
+    if not config.ldap.enabled:
+        return None
+    return ssh_command_for(config, login_service_name(config), node_port=uses_node_port(config), user=USER_PLACEHOLDER)
 
 
 def service_names(config: PlatformConfig) -> dict[str, str]:
