@@ -91,7 +91,8 @@ def lab_config(keys: dict[str, tuple[Path, str]]) -> PlatformConfig:
     """dev-lab's directory and tenants, its researchers with their keys (dan without)."""
     raw = copy.deepcopy(stack_config("dev-lab"))
     for tenant in raw["tenants"]:
-        tenant["users"] = [{"name": user, "sshPublicKeys": [keys[user][1]]} if user in keys else user for user in tenant["users"]]
+        names = [user if isinstance(user, str) else user["name"] for user in tenant["users"]]
+        tenant["users"] = [{"name": name, "sshPublicKeys": [keys[name][1]]} if name in keys else name for name in names]
     return parse_config(raw)
 
 
