@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -266,3 +267,12 @@ def test_a_directory_initialised_before_the_schema_gets_it_from_the_init_contain
     finally:
         lab.close()
         shutil.rmtree(lab.root)
+
+
+def test_the_script_passes_shellcheck():
+    if shutil.which("shellcheck") is None:
+        pytest.fail("the services tier needs shellcheck: apt-get install -y shellcheck")
+    checked = subprocess.run(
+        ["shellcheck", "--shell=bash", str(Path(reconciler.__file__).parent / reconciler.SCRIPT)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -83,10 +83,12 @@ def desired_state(ldap: LdapConfig, tenants: Sequence[TenantConfig]) -> str:
         _record("manage", "lock", *LOCK_ATTRIBUTES),
         _record("lock", *_values(LOCKED)),
     ]
-    for group in groups:
-        lines.append(_record("group", _b64(group.name), _b64(group_dn(ldap, group)), *_values(group_attributes(group))))
-    for account in accounts_of(tenants):
-        attributes = user_attributes(ldap, account, gids[account.group])
+    # Sorted (entries by name, values too: they are sets): reordering tenants, users or keys changes nothing
+    # here, so it re-runs nothing.
+    for group in sorted(groups, key=lambda g: g.name):
+        lines.append(_record("group", _b64(group.name), _b64(group_dn(ldap, group)), *_values(sorted(group_attributes(group)))))
+    for account in sorted(accounts_of(tenants), key=lambda a: a.name):
+        attributes = sorted(user_attributes(ldap, account, gids[account.group]))
         lines.append(_record("user", _b64(account.name), _b64(user_dn(ldap, account.name)), *_values(attributes)))
     return "\n".join(lines) + "\n"
 
