@@ -29,6 +29,7 @@ from . import child_opts, warn
 from .config import PlatformConfig
 from .config.network import is_address, nfs_servers
 from .declare import declare
+from .identity import reconciler
 from .identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from .slurm import PodRoles, Rendered, Selector, operator_module
 from .slurm.common import NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
@@ -161,8 +162,11 @@ def ldap_ports(config: PlatformConfig) -> list[dict[str, Any]]:
 
 
 def ldap_policy(config: PlatformConfig, roles: PodRoles) -> dict[str, Any]:
-    """sssd and nslcd run in the login pods and workers, and slurmctld resolves users and groups too."""
+    """sssd and nslcd run in the login pods and workers, and slurmctld resolves users and groups too; the
+    reconciler Job (where there are tenants) writes the config's researchers."""
     clients = [{"podSelector": roles.controller}, {"podSelector": roles.workers}, {"podSelector": roles.login}]
+    if reconciler.declared(config.tenants):
+        clients.append({"podSelector": {"matchLabels": reconciler.LABELS}})
     return policy("allow-ldap", config.cluster.namespace, {"matchLabels": APP_LABELS}, ingress=[{"from": clients, "ports": ldap_ports(config)}])
 
 

@@ -109,6 +109,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             config.tenants,
             slurm.priority_class_name,
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=slurm.priority_classes)),
+            secret_config=bool(config.secret_keys & {"tenants", "ldap"}),
         )
         if config.ldap.enabled
         else None

@@ -18,7 +18,7 @@ from typing import Any
 
 from components import tenancy
 from components.config import PlatformConfig
-from components.identity import server
+from components.identity import reconciler, server
 from components.slurm import ack, operator_module, slinky
 
 SOPERATOR_CONTROLLER_NAMESPACE = "soperator-system"
@@ -101,6 +101,8 @@ def platform_pods(config: PlatformConfig) -> list[Pod]:
     pods = slurm_pods(config)
     if config.ldap.enabled:
         pods.append(Pod("ldap", namespace, template_labels(server.ldap_statefulset(config.ldap, namespace))))
+        if reconciler.declared(config.tenants):
+            pods.append(Pod("other-ldap-reconciler", namespace, template_labels(reconciler.reconciler_job(config.ldap, namespace, config.tenants))))
     if config.tenants:
         client = operator_module(config).accounting_client(config)
         pods.append(Pod("other-tenants-job", namespace, template_labels(tenancy.sacctmgr_job(config, client))))

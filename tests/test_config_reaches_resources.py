@@ -4,6 +4,7 @@ secret config staying secret and namespaces declared once."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -313,3 +314,7 @@ def test_secret_tenants_config_is_secret_in_every_object_built_from_it():
     raw["tenants"][0]["users"] = [*raw["tenants"][0]["users"], MARKER]
     assert plaintext_with(platform_run(raw), MARKER), "the marker reaches no object, so this test would prove nothing"
     assert plaintext_with(platform_run(raw, frozenset({"tenants"})), MARKER) == []
+    # The directory reconciler's desired state carries it base64: encoded is not secret.
+    encoded = base64.b64encode(MARKER.encode()).decode()
+    assert "ldap-reconciler.data" in plaintext_with(platform_run(raw), encoded)
+    assert plaintext_with(platform_run(raw, frozenset({"tenants"})), encoded) == []

@@ -216,6 +216,10 @@ def expected_flows(world: World) -> list[Flow]:
     ]
     if helper is not None:
         flows += [Flow(helper, API_SERVER, 6443, True), Flow(helper, worker, p.SLURMD_PORT, False)]
+    reconciler_job = get("other-ldap-reconciler")
+    if reconciler_job is not None:
+        # The directory's reconciler writes the config's researchers, as the admin.
+        flows += [Flow(reconciler_job, ldap_pod, port["port"], True) for port in network_policies.ldap_ports(config)]
     if slurmdbd is not None:
         flows += [Flow(client, slurmdbd, p.SLURMDBD_PORT, True) for client in (controller, worker, login)]
         flows += [Flow(tenant, slurmdbd, p.SLURMDBD_PORT, False)]

@@ -14,7 +14,7 @@ import pytest
 
 from components import network_policies
 from components.config import ConfigError, parse_config
-from components.identity import names, server
+from components.identity import names, reconciler, server
 from components.platform import build_platform
 from components.slurm import ack, slinky, soperator1, soperator4
 from components.slurm.common import SSHD_PORT
@@ -304,3 +304,20 @@ def test_off_declares_no_policy_and_a_named_cni_no_warning():
     run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
     assert run.of_type(NETWORK_POLICY)
     assert not [w for w in run.warnings if "networkPolicies" in w]
+
+
+def test_the_directory_reconciler_reaches_the_ldap_server_and_answers_nobody():
+    config = operator_config("soperator-4.1.7")
+    assert config.tenants and config.ldap.tls.enabled
+    policies, namespace = policies_of(config), config.cluster.namespace
+    pods = {pod.role: pod for pod in platform_pods(config)}
+    reconciler_pod, ldap_pod = pods["other-ldap-reconciler"], pods["ldap"]
+    (allow,) = [p for p in selecting(policies, namespace, ldap_pod.labels, "Ingress") if p["metadata"]["name"] == "allow-ldap"]
+    (rule,) = allow["spec"]["ingress"]
+    assert any(matches(peer["podSelector"], reconciler_pod.labels) for peer in rule["from"])
+    assert {port["port"] for port in rule["ports"]} == {names.CONTAINER_LDAP_PORT, names.CONTAINER_LDAPS_PORT}
+    assert ports_allowed_to(policies, namespace, reconciler_pod.labels) == set()
+    # Without tenants there is no reconciler, and no rule for one.
+    bare = parse_config(merged(stack_config("prod-hoalac"), {"tenants": [], "operators": {"kueue": {"enabled": False}}}))
+    (bare_allow,) = [p for p in policies_of(bare) if p["metadata"]["name"] == "allow-ldap"]
+    assert all(peer["podSelector"] != {"matchLabels": reconciler.LABELS} for peer in bare_allow["spec"]["ingress"][0]["from"])

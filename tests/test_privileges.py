@@ -8,7 +8,8 @@ priority class. The rules the map must keep:
   has rules (it needs the token);
 - no Role reads Secrets without naming them, nor names a Secret the stack declares;
 - the munge key is mounted only into containers that run munged;
-- the LDAP admin password and seed reach the LDAP server only;
+- the LDAP seed reaches the LDAP server only, and the admin password the server and the directory
+  reconciler Job (its one key, from the environment);
 - every Slurm pod outranks every tenant PriorityClass, and each class the stack declares
   is admitted (ValidatingAdmissionPolicy) only in the namespaces it is for.
 """
@@ -28,7 +29,7 @@ from typing import Any, Optional
 import pytest
 
 from components.config import parse_config
-from components.identity.names import SECRET_NAME, SEED_SECRET
+from components.identity.names import PASSWORD_KEY, SECRET_NAME, SEED_SECRET
 from components.munge import munge_secret_name
 from components.platform import build_platform
 from components.slurm import ack, operator_module
@@ -312,10 +313,19 @@ def test_no_role_reads_secrets_it_does_not_name_or_that_the_stack_declares(varia
 def test_ldap_admin_secrets_reach_the_ldap_server_only(variant):
     stack_map = privilege_map(variant)
     holders = {pod.where for pod in stack_map.pods if {SECRET_NAME, SEED_SECRET} & pod.secrets}
-    if not parse_config(VARIANTS[variant]).ldap.enabled:
+    config = parse_config(VARIANTS[variant])
+    if not config.ldap.enabled:
         assert holders == set()
         return
-    assert holders == {"ldap-server.spec.template"}, variant
+    reconciler = "ldap-reconcile.spec.template"
+    assert holders == {"ldap-server.spec.template", *([reconciler] if config.tenants else [])}, variant
+    for pod in stack_map.pods:
+        if pod.where == reconciler:
+            assert pod.spec is not None and pod.secrets & {SECRET_NAME, SEED_SECRET} == {SECRET_NAME}
+            # The password alone, as an environment variable: no volume of the Secret (its other keys).
+            refs = [e["valueFrom"]["secretKeyRef"] for c in pod.spec["containers"] for e in c.get("env", []) if "valueFrom" in e]
+            assert refs == [{"name": SECRET_NAME, "key": PASSWORD_KEY}]
+            assert not [v for v in pod.spec["volumes"] if (v.get("secret") or {}).get("secretName") == SECRET_NAME]
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

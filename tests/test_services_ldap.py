@@ -13,6 +13,7 @@ import base64
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,11 @@ def service_host(config) -> str:
     return f"{names.SERVICE_NAME}.{config.cluster.namespace}.svc.cluster.local"
 
 
-def start_directory(stack: str, overrides: dict, dropped_env: tuple[str, ...] = ()) -> tuple[LdapLab, PlatformConfig]:
+def start_directory(
+    stack: str, overrides: dict, dropped_env: tuple[str, ...] = (), seed_edit: Callable[[str], str] = lambda seed: seed
+) -> tuple[LdapLab, PlatformConfig]:
     """A directory for `stack`'s LDAP config (less the server's `dropped_env`), seeded with the lab's
-    tenants (their users and groups)."""
+    tenants (their users and groups), the seed LDIF as `seed_edit` makes it (a directory seeded by an older program)."""
     config = parse_config({**stack_config(stack), **overrides})
     namespace = config.cluster.namespace
     # Not under pytest's 0700 temporary directory: slapd and nslcd drop to their own users.
@@ -55,7 +58,7 @@ def start_directory(stack: str, overrides: dict, dropped_env: tuple[str, ...] = 
     container["env"] = kept
     lab = LdapLab(root, statefulset, ADMIN_PASSWORD, service_host(config))
     seed = entries.seed_ldif(config.ldap, entries.ssha512(READONLY_PASSWORD, "0123456789abcdef"), LAB_TENANTS)
-    lab.load(seed, {"acl.sh": entries.acl_init_script(config.ldap)})
+    lab.load(seed_edit(seed), {"acl.sh": entries.acl_init_script(config.ldap)})
     return lab, config
 
 

@@ -564,7 +564,8 @@ def test_the_stack_declares_the_tenants_and_exports_them():
     run = run_stack(stack, tenants=teams)
     config = with_tenants(*teams, stack=stack)
     gpus = gpu_pool(stack)["gpusPerNode"]
-    jobs = run.of_type("kubernetes:batch/v1:Job")
+    # The tenants Job, and the directory's reconciler (components/identity/reconciler.py) where LDAP is on.
+    jobs = [j for j in run.of_type("kubernetes:batch/v1:Job") if j.name != "ldap-reconcile"]
     assert [j.inputs["metadata"]["name"] for j in jobs] == [f"{config.cluster.name}-tenants-{tenancy.tenants_hash(config)}"]
     assert {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")} == {
         f"{config.cluster.name}-slurm-system",
@@ -692,8 +693,9 @@ def test_names_derived_from_the_longest_cluster_name_stay_valid_labels(operator_
         if resource.type in ("kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"):
             assert kube_rules.is_dns1035_label(metadata["name"]) == [], (resource.type, metadata["name"])
             checked += resource.type == "kubernetes:batch/v1:Job"
-    assert checked == 1
-    (job,) = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job"]
+    # The tenants Job, and the directory's reconciler where LDAP is on.
+    assert checked == 1 + parse_config(raw).ldap.enabled
+    (job,) = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job" and r.name != "ldap-reconcile"]
     name = job.inputs["metadata"]["name"]
     assert len(name) == 63 and name.startswith("c" * 44) and name.endswith(f"-tenants-{tenancy.tenants_hash(parse_config(raw))}")
 

@@ -27,6 +27,7 @@ from .names import (
     SSSD_SECRET,
     ldap_uri,
 )
+from .reconciler import declared, reconciler_configmap, reconciler_job
 from .schema import SCHEMA_FILE, schema_ldif
 from .server import ca_from_tls_data, ldap_service, ldap_statefulset
 
@@ -53,8 +54,10 @@ class LdapDirectory(pulumi.ComponentResource):
         tenants: Sequence[TenantConfig] = (),
         priority_class: Optional[str] = None,
         opts: Optional[pulumi.ResourceOptions] = None,
+        secret_config: bool = False,
     ):
-        """`priority_class`: the Slurm cluster's, declared before (opts' depends_on)."""
+        """`priority_class`: the Slurm cluster's, declared before (opts' depends_on). `secret_config`: the config keys the
+        reconciler's desired state comes from (tenants, ldap) are secret, so its ConfigMap's data and Job spec are too."""
         super().__init__("slurm-platform:ldap:LdapDirectory", name, None, opts)
         child = child_opts(self, opts)
         password = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
@@ -88,14 +91,26 @@ class LdapDirectory(pulumi.ComponentResource):
             opts=child,
         )
         server = ldap_statefulset(ldap, namespace, priority_class)
-        k8s.apps.v1.StatefulSet(
+        statefulset = k8s.apps.v1.StatefulSet(
             f"{name}-server",
             metadata=_meta(server),
             spec=server["spec"],
             opts=child_opts(self, opts, depends_on=[secret, seed, init, schema]),
         )
-        service = ldap_service(ldap, namespace)
-        k8s.core.v1.Service(f"{name}-service", metadata=_meta(service), spec=service["spec"], opts=child)
+        service_manifest = ldap_service(ldap, namespace)
+        service = k8s.core.v1.Service(f"{name}-service", metadata=_meta(service_manifest), spec=service_manifest["spec"], opts=child)
+        if declared(tenants):
+            # The directory follows the config: a Job named by a hash of what it runs, so each change runs it once.
+            hidden: Any = pulumi.Output.secret if secret_config else (lambda value: value)
+            desired = reconciler_configmap(ldap, namespace, tenants)
+            configmap = k8s.core.v1.ConfigMap(f"{name}-reconciler", metadata=_meta(desired), data=hidden(desired["data"]), opts=child)
+            job = reconciler_job(ldap, namespace, tenants, priority_class)
+            k8s.batch.v1.Job(
+                f"{name}-reconcile",
+                metadata=_meta(job),
+                spec=hidden(job["spec"]),
+                opts=child_opts(self, opts, depends_on=[statefulset, service, secret, configmap]),
+            )
         k8s.core.v1.ConfigMap(
             f"{name}-client-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=CLIENT_CONFIGMAP, namespace=namespace, labels=APP_LABELS),

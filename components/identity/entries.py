@@ -27,22 +27,23 @@ def ssha512(password: str, salt: str) -> str:
     return "{SSHA512}" + base64.b64encode(digest + salt_bytes).decode()
 
 
+def group_attributes(group: Group) -> list[tuple[str, str]]:
+    """A tenant's posixGroup: its number and its researchers (the seed's entry and the reconciler's desired state)."""
+    return [("objectClass", "posixGroup"), ("cn", group.name), ("gidNumber", str(group.gid)), *(("memberUid", user) for user in group.members)]
+
+
+def group_dn(ldap: LdapConfig, group: Group) -> str:
+    return dn("cn", group.name, groups_dn(ldap))
+
+
 def group_entry(ldap: LdapConfig, group: Group) -> list[str]:
-    """A tenant's posixGroup: its number and its researchers."""
-    return ldif_entry(
-        dn("cn", group.name, groups_dn(ldap)),
-        ("objectClass", "posixGroup"),
-        ("cn", group.name),
-        ("gidNumber", str(group.gid)),
-        *(("memberUid", user) for user in group.members),
-    )
+    return ldif_entry(group_dn(ldap, group), *group_attributes(group))
 
 
-def user_entry(ldap: LdapConfig, account: Account, gid: int) -> list[str]:
+def user_attributes(ldap: LdapConfig, account: Account, gid: int) -> list[tuple[str, str]]:
     """A researcher's posixAccount with their keys (openssh-lpk's ldapPublicKey). No password: they log in by key."""
     full_name = ldap.display_names.get(account.name, account.name)
-    return ldif_entry(
-        user_dn(ldap, account.name),
+    return [
         *(("objectClass", c) for c in USER_OBJECT_CLASSES),
         ("uid", account.name),
         # sssd and nslcd take the passwd name field (gecos) from cn when the entry has no gecos,
@@ -55,7 +56,11 @@ def user_entry(ldap: LdapConfig, account: Account, gid: int) -> list[str]:
         ("homeDirectory", home_directory(account.name)),
         ("loginShell", LOGIN_SHELL),
         *(("sshPublicKey", key) for key in account.ssh_public_keys),
-    )
+    ]
+
+
+def user_entry(ldap: LdapConfig, account: Account, gid: int) -> list[str]:
+    return ldif_entry(user_dn(ldap, account.name), *user_attributes(ldap, account, gid))
 
 
 def tenant_entries(ldap: LdapConfig, tenants: Sequence[TenantConfig]) -> list[str]:
