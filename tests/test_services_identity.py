@@ -9,6 +9,7 @@ openssh-lpk schema, which the server's init container gives it."""
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -239,7 +240,10 @@ def test_a_directory_initialised_before_the_schema_gets_it_from_the_init_contain
     require_packages()
     # Seeded by the program before openssh-lpk: no ldapPublicKey on its researchers, no schema loaded.
     lab, config = start_directory(
-        "dev-lab", {}, dropped_env=("LDAP_CUSTOM_SCHEMA_DIR",), seed_edit=lambda seed: seed.replace("objectClass: ldapPublicKey\n", "")
+        "dev-lab",
+        {},
+        dropped_env=("LDAP_CUSTOM_SCHEMA_DIR",),
+        seed_edit=lambda seed: re.sub(r"(?m)^(objectClass: ldapPublicKey|sshPublicKey: .*)\n", "", seed),
     )
     try:
         keyed = tenants_with(config, [{"users": [user("alice", keys[0]), user("bob")]}, {}])
