@@ -507,3 +507,49 @@ def test_a_tenant_group_runs_its_workloads_and_cannot_open_its_namespace(cluster
         for manifest in manifests:
             if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange", "Role", "RoleBinding"):
                 cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
+
+
+# Each operator that takes researchers, on an example stack that shows one with a key (docs/onboarding.md).
+RESEARCHER_STACKS = {"soperator-4.1.7": "prod-hoalac", "ack-2024-12": "staging-hangzhou", "slinky-1.2.1": "prod-hcm"}
+
+
+@pytest.mark.parametrize("operator", list(RESEARCHER_STACKS))
+def test_the_directory_its_reconciler_and_the_logins_are_accepted_by_the_api_server(cluster, operator):
+    """What researchers' own logins add, put to the real API server with strict validation: the directory's server
+    (schema init container), its schema and reconciler ConfigMaps, the reconciler Job, and each operator's login
+    objects of ours (soperator's sshd_config ConfigMap, ACK's login Deployment and files); the login pods of ours
+    carry no Kubernetes token."""
+    from components.identity import reconciler, schema, server
+
+    config = parse_config(stack_config(RESEARCHER_STACKS[operator]))
+    assert any(user.ssh_public_keys for tenant in config.tenants for user in tenant.users), operator
+    namespace = config.cluster.namespace
+    ours = [r.manifest for r in operator_module(config).render(config) if r.manifest["kind"] in ("ConfigMap", "Deployment") and "login" in r.role]
+    with_spec = [
+        server.ldap_statefulset(config.ldap, namespace),
+        reconciler.reconciler_job(config.ldap, namespace, config.tenants, system_priority_class_name(config)),
+        *(m for m in ours if m["kind"] == "Deployment"),
+    ]
+    schema_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ldap-schema", "namespace": namespace},
+        "data": {schema.SCHEMA_FILE: schema.schema_ldif()},
+    }
+    config_maps = [
+        schema_map,
+        reconciler.reconciler_configmap(config.ldap, namespace, config.tenants),
+        *(m for m in ours if m["kind"] == "ConfigMap"),
+    ]
+    if cluster.get("namespace", namespace) is None:
+        cluster.kubectl("create", "namespace", namespace)
+    # Built-in kinds: strict validation refuses an unknown field outright (the server normalises quantities, 3000m to 3).
+    for manifest in [*with_spec, *config_maps]:
+        result = cluster.kubectl("create", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", check=False, stdin=json.dumps(manifest))
+        assert result.returncode == 0, f"{operator}: {manifest['kind']} {manifest['metadata']['name']}: {result.stderr}"
+        if manifest["kind"] == "ConfigMap":
+            assert json.loads(result.stdout)["data"] == manifest["data"], manifest["metadata"]["name"]
+    pods = [m["spec"]["template"]["spec"] for m in with_spec[1:]]
+    assert all(pod["automountServiceAccountToken"] is False for pod in pods), operator
+    expected = {"soperator-4.1.7": {"ConfigMap"}, "ack-2024-12": {"ConfigMap", "Deployment"}, "slinky-1.2.1": set()}[operator]
+    assert {m["kind"] for m in ours} == expected, (operator, [m["metadata"]["name"] for m in ours])
