@@ -149,9 +149,12 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     assoc = lab.sacctmgr("show", "assoc", "where", f"cluster={lab.config.cluster.name}", "format=Account,User,GrpTRES,QOS,DefaultQOS").split()
     expected = ["root|||normal|", "root|root||normal|"]
+    # Each tenant's own researchers (dev-lab: alice and bob in default, carol and dan in vc1).
+    members = {t["name"]: [u if isinstance(u, str) else u["name"] for u in t["users"]] for t in LAB_CONFIG["tenants"]}
+    assert members == {"default": ["alice", "bob"], "vc1": ["carol", "dan"]}
     for tenant, cap in (("default", ""), ("vc1", "gres/gpu=1")):
-        expected += [f"{tenant}||gres/gpu=1|prod,test|test", *(f"{tenant}|{u}||prod,test|test" for u in USERS)]
-        expected += [f"{tenant}-oppo||{cap}|oppo|oppo", *(f"{tenant}-oppo|{u}||oppo|oppo" for u in USERS)]
+        expected += [f"{tenant}||gres/gpu=1|prod,test|test", *(f"{tenant}|{u}||prod,test|test" for u in members[tenant])]
+        expected += [f"{tenant}-oppo||{cap}|oppo|oppo", *(f"{tenant}-oppo|{u}||oppo|oppo" for u in members[tenant])]
     assert sorted(assoc) == sorted(expected)
     qos = lab.sacctmgr("show", "qos", "format=Name,Priority,Preempt,PreemptMode").split()
     assert sorted(qos) == sorted(["normal|0||cluster", "oppo|0||requeue", "test|10|oppo|cluster", "prod|100|oppo|cluster"])
