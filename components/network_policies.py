@@ -9,8 +9,10 @@ In the cluster's namespace (pods selected through the operator's own labels, `Po
   internet for jobs, the API server for pods with a token, an external accounting database;
 - slurmctld 6817, slurmdbd 6819 and slurmrestd 6820 from the Slurm pods of the namespace (every
   holder of the cluster's key: workers, login, slurmctld, slurmdbd, the tenants Job, the exporters);
-- workers: every port from slurmctld, workers and login: slurmd's 6818, and the job traffic that has
-  no fixed port (srun's step I/O, PMI, MPI and NCCL between workers; no SrunPortRange is rendered);
+- workers: every port from workers (the job traffic that has no fixed port: srun's step I/O, PMI, MPI and
+  NCCL between workers; no SrunPortRange is rendered), and every port but SSH's 22 from slurmctld and login
+  (slurmd's 6818, sbcast, sattach): a login pod reaches no worker's sshd, whose PAM stack (pam_slurm_adopt
+  or none) is the image's, not ours;
 - login: SSH 22 from anywhere (the LoadBalancer's source ranges and the cloud's firewall restrict who),
   and every port from slurmctld and workers (srun's and salloc's callback ports are ephemeral);
 - LDAP (1389/1636 in the pod, 389/636 on its Service) from the pods that run sssd or nslcd;
@@ -63,6 +65,17 @@ SLURM_PODS: tuple[Selector, ...] = (
 
 def tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def every_port_but(port: int) -> list[dict[str, Any]]:
+    """Every TCP and UDP port but `port` (ranges: a NetworkPolicy has no "except")."""
+    ranges = [(1, port - 1), (port + 1, 65535)]
+    return [
+        {"protocol": protocol, "port": low, **({"endPort": high} if high > low else {})}
+        for protocol in ("TCP", "UDP")
+        for low, high in ranges
+        if low <= high
+    ]
 
 
 def policy(
@@ -133,11 +146,16 @@ def in_namespaces(namespaces: tuple[str, ...]) -> dict[str, Any]:
 def slurm_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
     namespace = config.cluster.namespace
     slurm_pods = [{"podSelector": pods} for pods in SLURM_PODS]
-    job_peers = [{"podSelector": roles.controller}, {"podSelector": roles.workers}, {"podSelector": roles.login}]
+    launchers = [{"podSelector": roles.controller}, {"podSelector": roles.login}]
     policies = [
         policy("allow-slurmctld", namespace, roles.controller, ingress=[{"from": slurm_pods, "ports": tcp(SLURMCTLD_PORT)}]),
-        # slurmd's 6818 and every job port: the peers are the ones that run or launch jobs.
-        policy("allow-workers", namespace, roles.workers, ingress=[{"from": job_peers}]),
+        # slurmd's 6818 and every job port: the peers are the ones that run or launch jobs; no SSH from the launchers.
+        policy(
+            "allow-workers",
+            namespace,
+            roles.workers,
+            ingress=[{"from": [{"podSelector": roles.workers}]}, {"from": launchers, "ports": every_port_but(SSH_PORT)}],
+        ),
         policy(
             "allow-login",
             namespace,

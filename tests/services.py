@@ -392,9 +392,9 @@ class SlurmLab(Lab):
         grant = f"CREATE USER slurm@localhost IDENTIFIED BY '{SLURMDBD_DB_PASSWORD}'; GRANT ALL ON `slurm_acct_db%`.* TO slurm@localhost"
         self.run("mariadb", "--no-defaults", f"--socket={run}/mysqld.sock", "-e", grant, host=True)
 
-    def slurmdbd(self, user: str = "root", name: str = "", auth: str = "auth/munge") -> int:
+    def slurmdbd(self, user: str = "root", name: str = "", auth: str = "auth/munge", extra: Iterable[str] = ()) -> int:
         """slurmdbd as `user`, its port returned: the lab's (on `dbd_port`), or, given a `name`, one more of
-        its own (its own database). slurmctld from 23.11 on takes slurmdbd's updates (new associations) only
+        its own (its own database); `extra`: the operator's lines of slurmdbd.conf (PrivateData). slurmctld from 23.11 on takes slurmdbd's updates (new associations) only
         from root or its own SlurmUser, and slurmdbd registers only a slurmctld of root or its SlurmUser:
         so each cluster's slurmdbd runs as that cluster's SlurmUser, as a deployment has them."""
         etc = self.dir(f"etc-slurmdbd-{name}") if name else self.slurm_etc
@@ -413,6 +413,7 @@ class SlurmLab(Lab):
                     f"StoragePass={SLURMDBD_DB_PASSWORD}",
                     f"StorageLoc=slurm_acct_db{'_' + name if name else ''}",
                     f"PidFile={self.dir(f'slurmdbd-{name}' if name else 'slurmdbd', user)}/slurmdbd.pid",
+                    *extra,
                 ]
             )
             + "\n"
@@ -654,7 +655,8 @@ def lab_site_lines(lab: SlurmLab, state: Path) -> list[str]:
 @dataclasses.dataclass
 class ClusterFiles:
     """What one operator's cluster reads in the lab: slurm.conf, the files beside it, gres.conf (the
-    rendered lines, then the fake GPUs), and each dynamic node's `slurmd -Z --conf` (static nodes are in slurm.conf)."""
+    rendered lines, then the fake GPUs), each dynamic node's `slurmd -Z --conf` (static nodes are in slurm.conf),
+    and the lines the operator writes into slurmdbd.conf from what we render (the lab's slurmdbd takes them)."""
 
     slurm_conf: str
     beside: list[tuple[str, str]]
@@ -662,6 +664,7 @@ class ClusterFiles:
     dynamic: dict[str, str]
     slurm_user: str = "root"
     auth: str = "auth/munge"
+    slurmdbd_lines: list[str] = dataclasses.field(default_factory=list)  # what the operator adds to slurmdbd.conf
 
 
 def fake_gpu_lines(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> str:
@@ -694,7 +697,10 @@ def soperator4_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, 
     custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
     # Untyped: soperator's NodeSets give no GPU type.
     base = lab_base(config.cluster.name, lab, nodes, own, slurm_defaults=("SelectType", "SelectTypeParameters"), shape=worker_shape(config))
-    return ClusterFiles(base, [("custom_slurm.conf", for_this_machine(custom))], gpu_device_nodes(lab, nodes), {})
+    # slurmNodes.accounting.slurmdbdConfig: the operator writes privateData as slurmdbd.conf's PrivateData.
+    dbd = spec["slurmNodes"]["accounting"].get("slurmdbdConfig", {})
+    dbd_lines = [f"PrivateData={dbd['privateData']}"] if dbd.get("privateData") else []
+    return ClusterFiles(base, [("custom_slurm.conf", for_this_machine(custom))], gpu_device_nodes(lab, nodes), {}, slurmdbd_lines=dbd_lines)
 
 
 def slinky_slurm_conf(config: Any, lab: SlurmLab, name: str = "") -> str:
@@ -726,7 +732,11 @@ def slinky_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]
     }
     gres = files["gres.conf"] + fake_gpu_lines(config, lab, nodes)
     auth = slinky.accounting_client(config).auth
-    return ClusterFiles(slinky_slurm_conf(config, lab), [("cgroup.conf", for_this_machine(files["cgroup.conf"]))], gres, dynamic, auth=auth)
+    # The Accounting's extraConf, which the operator appends to slurmdbd.conf.
+    dbd_lines = [line for line in slinky.accounting(config)["spec"].get("extraConf", "").splitlines() if line]
+    return ClusterFiles(
+        slinky_slurm_conf(config, lab), [("cgroup.conf", for_this_machine(files["cgroup.conf"]))], gres, dynamic, auth=auth, slurmdbd_lines=dbd_lines
+    )
 
 
 def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
@@ -819,7 +829,7 @@ def operator_lab(operator: str, config: Any, nodes: Mapping[str, tuple[str, int]
         files = lab.files(config, nodes)
         if files.auth == "auth/slurm":
             lab.slurm_key()
-        lab.slurmdbd(files.slurm_user, auth=files.auth)
+        lab.slurmdbd(files.slurm_user, auth=files.auth, extra=files.slurmdbd_lines)
         lab.ctld = lab.slurmctld(files.slurm_conf, files.gres_conf, files.beside)
         for node in nodes:
             lab.slurmd(node, conf=files.dynamic.get(node))

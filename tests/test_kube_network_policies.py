@@ -190,6 +190,11 @@ def expected_flows(world: World) -> list[Flow]:
         Flow(worker, worker, p.SLURMD_PORT, True),
         Flow(worker, worker, 40000, True),  # job traffic: MPI, NCCL, srun's step I/O
         Flow(login, worker, 45000, True),
+        # No SSH from login (nor slurmctld) to a worker's sshd: only the ports on either side of it.
+        Flow(login, worker, p.SSH_PORT, False),
+        Flow(controller, worker, p.SSH_PORT, False),
+        Flow(login, worker, p.SSH_PORT - 1, True),
+        Flow(login, worker, p.SSH_PORT + 1, True),
         Flow(worker, login, 45000, True),  # srun's callback ports on the login pod
         Flow(controller, login, 45000, True),
         Flow(INTERNET, login, p.SSH_PORT, True),

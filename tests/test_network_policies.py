@@ -100,6 +100,51 @@ def test_every_pod_is_isolated_both_ways_and_each_slurm_daemon_is_open_on_its_po
     assert checked >= 3
 
 
+def ingress_allows(policies: list[dict[str, Any]], source: Any, destination: Any, port: int, protocol: str = "TCP") -> bool:
+    """Some ingress rule selecting `destination` admits `source` (a pod of the same namespace) on `port`: a rule
+    without `from` admits every peer, one without `ports` every port; a port with endPort is a range."""
+    for p in selecting(policies, destination.namespace, destination.labels, "Ingress"):
+        for rule in p["spec"].get("ingress", []):
+            peers = rule.get("from")
+            admitted = peers is None or any(
+                "podSelector" in peer and "namespaceSelector" not in peer and matches(peer["podSelector"], source.labels) for peer in peers
+            )
+            ports = rule.get("ports")
+            opened = ports is None or any(
+                entry.get("protocol", "TCP") == protocol and entry["port"] <= port <= entry.get("endPort", entry["port"]) for entry in ports
+            )
+            if admitted and opened:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
+def test_no_login_pod_reaches_a_workers_sshd(operator):
+    """Users on a login pod cannot SSH to a worker: its sshd's PAM stack (pam_slurm_adopt or none) is the image's,
+    not ours, so nothing of theirs would confine the session to their own job. Every other port stays open (srun)."""
+    config = operator_config(operator)
+    policies = policies_of(config)
+    pods = platform_pods(config)
+    logins = [pod for pod in pods if pod.role == "login"] or [pod for pod in pods if pod.role == "controller"]  # ACK: the head
+    workers = [pod for pod in pods if pod.role == "worker"]
+    controllers = [pod for pod in pods if pod.role == "controller"]
+    assert logins and workers
+    for source in [*logins, *controllers]:
+        for worker in workers:
+            assert not ingress_allows(policies, source, worker, SSHD_PORT), (operator, source.role, worker.labels)
+            assert not ingress_allows(policies, source, worker, SSHD_PORT, "UDP"), (operator, source.role)
+            for port in (network_policies.SLURMD_PORT, SSHD_PORT - 1, SSHD_PORT + 1, 45000, 65535):
+                assert ingress_allows(policies, source, worker, port), (operator, source.role, port)
+    # Workers reach one another on every port (MPI, NCCL, a job's own SSH between its nodes).
+    assert ingress_allows(policies, workers[0], workers[-1], SSHD_PORT)
+    # The check itself: the rule as it was (every port from login) would fail it.
+    opened = copy.deepcopy(policies)
+    for p in opened:
+        if p["metadata"]["name"] == "allow-workers":
+            p["spec"]["ingress"] = [{"from": [{"podSelector": rule["podSelector"]} for r in p["spec"]["ingress"] for rule in r["from"]]}]
+    assert ingress_allows(opened, logins[0], workers[0], SSHD_PORT)
+
+
 @pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
 def test_every_allow_policy_selects_some_pod_of_the_stack(operator):
     """A selector that matches no pod the operator runs is a policy that protects nothing (a label guessed wrong)."""

@@ -38,7 +38,8 @@ def lab(request):
     """Each operator's cluster on the newest generation of its pair, the tenants' first layout applied."""
     operator, release = request.param
     shared = parse_config(as_operator(SHARED, operator, release))
-    with operator_lab(operator, shared, NODES, ["alice", "bob"], release) as started:
+    # alice is in tenant default, carol in vc1 (dev-lab).
+    with operator_lab(operator, shared, NODES, ["alice", "carol"], release) as started:
         applied = tenants_job(started, shared, "shared")
         assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
         yield started
@@ -48,7 +49,7 @@ def lab(request):
 def queue(lab):
     yield
     lab.run("scancel", "-u", "alice", check=False)
-    lab.run("scancel", "-u", "bob", check=False)
+    lab.run("scancel", "-u", "carol", check=False)
     wait_for(lambda: not lab.run("squeue", "-h").stdout.strip(), "an empty queue", 30)
 
 
@@ -74,7 +75,7 @@ def test_four_one_gpu_jobs_of_one_tenant_never_keep_the_others_four_gpu_cell_fro
     reservations = held(lab)
     nodes = [reservations["cells.gpu-c.vc1"], reservations["cells.gpu-c.default"]] * 2
     # vc1 asks for both nodes in turn, as fragmentation over time would spread it.
-    spread = [submit(lab, "bob", "-A", "vc1", "-q", "prod", "-w", node, "--gres=gpu:1", "--wrap", "sleep 300") for node in nodes]
+    spread = [submit(lab, "carol", "-A", "vc1", "-q", "prod", "-w", node, "--gres=gpu:1", "--wrap", "sleep 300") for node in nodes]
     wait_for(lambda: [state(lab, job) for job in spread[::2]] == ["RUNNING None"] * 2, "vc1's jobs on its own node", 20)
     cell = submit(lab, "alice", "-A", "default", "-q", "prod", "--gres=gpu:4", "--wrap", "sleep 300")
     wait_for(lambda: state(lab, cell) == "RUNNING None", "default's 4-GPU job", 20)
@@ -85,7 +86,7 @@ def test_four_one_gpu_jobs_of_one_tenant_never_keep_the_others_four_gpu_cell_fro
 
 def test_a_tenants_jobs_without_a_node_pack_onto_its_own_node(lab, queue):
     own = held(lab)["cells.gpu-c.vc1"]
-    jobs = [submit(lab, "bob", "-A", "vc1", "--gres=gpu:1", "--wrap", "sleep 300") for _ in range(4)]
+    jobs = [submit(lab, "carol", "-A", "vc1", "--gres=gpu:1", "--wrap", "sleep 300") for _ in range(4)]
     wait_for(lambda: [state(lab, job) for job in jobs] == ["RUNNING None"] * 4, "vc1's four jobs", 20)
     assert {lab.squeue(job, "%N %v") for job in jobs} == {f"{own} cells.gpu-c.vc1"}
 
@@ -93,7 +94,7 @@ def test_a_tenants_jobs_without_a_node_pack_onto_its_own_node(lab, queue):
 def test_oppo_borrows_a_reserved_node_and_gives_it_back(lab, queue):
     reservations = held(lab)
     # vc1-oppo takes default's whole node while default is idle ...
-    oppo = submit(lab, "bob", "-A", "vc1-oppo", "-q", "oppo", "-w", reservations["cells.gpu-c.default"], "--gres=gpu:4", "--wrap", "sleep 300")
+    oppo = submit(lab, "carol", "-A", "vc1-oppo", "-q", "oppo", "-w", reservations["cells.gpu-c.default"], "--gres=gpu:4", "--wrap", "sleep 300")
     wait_for(lambda: state(lab, oppo) == "RUNNING None", "vc1-oppo on default's idle node", 20)
     # ... and default's cell-sized prod job requeues it at once.
     cell = submit(lab, "alice", "-A", "default", "-q", "prod", "--gres=gpu:4", "--wrap", "sleep 300")
@@ -115,7 +116,7 @@ def test_the_guarantee_still_caps_a_tenant_inside_its_reservation(lab, queue):
 def test_a_new_layout_moves_the_reservations_and_waits_for_a_retired_ones_jobs(lab, queue):
     """default's cell becomes two nodes (8 GPUs) and vc1 loses its cell: vc1's reservation goes first
     (once the job running in it ends), then default's grows; the first layout comes back the same way."""
-    running = submit(lab, "bob", "-A", "vc1", "--gres=gpu:1", "--wrap", "sleep 12")
+    running = submit(lab, "carol", "-A", "vc1", "--gres=gpu:1", "--wrap", "sleep 12")
     wait_for(lambda: state(lab, running) == "RUNNING None", "a job in vc1's reservation", 20)
     grown = lab_config(lab, layout(default=[{"pool": "gpu-c", "gpusPerCell": 8, "cells": 1}], vc1=[{"pool": "gpu-d", "gpusPerCell": 1, "cells": 1}]))
     try:

@@ -102,6 +102,14 @@ ACK_IMAGE = {"image": "x/slurm:1"}
                 ("ProctrackType=proctrack/linuxproc", "ProctrackType must stay proctrack/cgroup"),
             )
         ),
+        (
+            {
+                "slurmOperator": "ack",
+                "slurm": {"ack": {**ACK_IMAGE, "extraSlurmConf": ["MaxJobCount=5000", "prologflags=X11"]}, "accounting": {"enabled": False}},
+            },
+            "slurm.ack.extraSlurmConf[1]",
+            "the generated slurm.conf already sets PrologFlags=Contain",
+        ),
     ],
 )
 def test_bad_operator_config_is_a_clear_error(raw, path, expected):
@@ -297,6 +305,86 @@ def test_every_operators_slurm_conf_gives_a_job_its_cores_share_of_memory(stack)
         text = ack.slurm_conf(config)
     cpus, memory = worker_shape(config)
     assert [line for line in text.splitlines() if line.startswith("DefMem")] == [f"DefMemPerCPU={memory // cpus}"]
+
+
+def tenants_as(operator: str, release: str = "24.11"):
+    """dev-lab (its tenants default and vc1) as `operator` deploys it (tests/services.py as_operator)."""
+    from tests.services import as_operator
+
+    return parse_config(as_operator(stack_config("dev-lab"), operator, release))
+
+
+def rendered_slurm_conf(config) -> str:
+    """The slurm.conf text we render for the operator (soperator 4.1.7: customSlurmConfig; Slinky: extraConf)."""
+    if config.slurm_operator == "soperator":
+        return manifest_of(soperator4.render(config), "SlurmCluster")[0]["spec"]["customSlurmConfig"]
+    if config.slurm_operator == "slinky":
+        return slinky.controller(config)["spec"]["extraConf"]
+    return ack.slurm_conf(config)
+
+
+PRIVATE = "PrivateData=accounts,jobs,reservations,usage,users"
+
+
+@pytest.mark.parametrize("operator", ["soperator 4.1.7", "slinky", "ack"])
+def test_with_tenants_every_operator_hides_a_tenants_jobs_and_records_from_the_others(operator):
+    """One PrivateData line in slurm.conf (slurmctld: squeue, scontrol, sshare) and the same value in slurmdbd.conf
+    where we write it (slurmdbd: sacct, sacctmgr); ACK's slurmdbd.conf is the stack's own Secret."""
+    config = tenants_as(operator)
+    lines = rendered_slurm_conf(config).splitlines()
+    assert [line for line in lines if line.lower().startswith("privatedata")] == [PRIVATE]
+    if operator == "soperator 4.1.7":
+        nodes = manifest_of(soperator4.render(config), "SlurmCluster")[0]["spec"]["slurmNodes"]
+        assert nodes["accounting"]["slurmdbdConfig"] == {"privateData": PRIVATE.partition("=")[2]}
+        # Slurm 25.11 answers 401 on its OpenMetrics endpoint with PrivateData: the operator's scrape is off.
+        assert nodes["controller"]["openMetrics"] == {"enabled": False}
+    elif operator == "slinky":
+        assert slinky.accounting(config)["spec"]["extraConf"] == PRIVATE
+    # Without tenants: nothing hidden, nothing turned off.
+    plain = parse_config(stack_config({"soperator 4.1.7": "staging-hanoi", "slinky": "prod-hcm", "ack": "staging-hangzhou"}[operator]))
+    assert not plain.tenants and "PrivateData" not in rendered_slurm_conf(plain)
+    if operator == "soperator 4.1.7":
+        nodes = manifest_of(soperator4.render(plain), "SlurmCluster")[0]["spec"]["slurmNodes"]
+        assert "slurmdbdConfig" not in nodes["accounting"] and "openMetrics" not in nodes["controller"]
+    elif operator == "slinky":
+        assert "extraConf" not in slinky.accounting(plain)["spec"]
+    else:
+        # ACK's free-form lines cannot set it a second time.
+        from tests.services import as_operator
+
+        document = as_operator(stack_config("dev-lab"), "ack", "24.11")
+        document["slurm"]["ack"]["extraSlurmConf"] = ["PrivateData=jobs"]
+        with pytest.raises(ConfigError, match=r"slurm.ack.extraSlurmConf\[0\].*already sets PrivateData"):
+            parse_config(document)
+
+
+@pytest.mark.parametrize("stack", ["prod-hcm", "staging-hangzhou"])
+def test_ack_and_slinky_contain_every_job_in_an_extern_step(stack):
+    """PrologFlags=Contain (what pam_slurm_adopt adopts an SSH session into, where the image has it), once;
+    soperator writes its own slurm.conf and gets none from us."""
+    for config in (parse_config(stack_config(stack)), tenants_as(parse_config(stack_config(stack)).slurm_operator, "22.05")):
+        lines = rendered_slurm_conf(config).splitlines()
+        assert [line for line in lines if line.lower().startswith("prologflags")] == ["PrologFlags=Contain"]
+        assert "ProctrackType=proctrack/cgroup" in lines  # Contain's extern step needs it (slurmctld says so otherwise)
+    assert "PrologFlags" not in rendered_slurm_conf(tenants_as("soperator 4.1.7"))
+
+
+def test_private_data_and_prolog_flags_go_through_the_release_table():
+    """An unknown value is refused as an unknown option is: Slurm's PrivateData parser ignores a word it does not
+    know (a misspelt `jobs` would hide nothing), and PrologFlags' is fatal."""
+    from slurm_rules import slurm_options
+    from slurm_rules.slurm_release import SlurmRelease
+
+    for release in map(SlurmRelease.parse, ("22.05", "23.02", "24.11", "25.11", "26.05")):
+        assert slurm_options.line_objection(release, "slurm.conf", PRIVATE) is None
+        assert slurm_options.line_objection(release, "slurm.conf", "PrologFlags=Contain") is None
+    newest = SlurmRelease.parse("26.05")
+    assert "PrivateData=job is not a value" in str(slurm_options.line_objection(newest, "slurm.conf", "PrivateData=job,usage"))
+    assert "PrologFlags=contained is not a value" in str(slurm_options.line_objection(newest, "slurm.conf", "PrologFlags=Contained"))
+    assert "does not know PrivateData=cloud (since 23.02)" in str(slurm_options.line_objection(newest, "slurm.conf", "PrivateData=cloud"))
+    assert "new in 24.05" in str(slurm_options.line_objection(SlurmRelease.parse("23.11"), "slurm.conf", "PrologFlags=RunInJob"))
+    with pytest.raises(ValueError, match="usrs is no PrivateData value"):
+        slurm_options.rendered(newest, "slurm.conf", ["PrivateData=jobs,usrs"])
 
 
 def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):

@@ -44,6 +44,7 @@ from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
+    PROLOG_FLAGS_CONTAIN,
     SSHD_PORT,
     USER_PLACEHOLDER,
     awaits_address,
@@ -180,6 +181,8 @@ def slurm_conf(config: PlatformConfig) -> str:
         "ReturnToService=2",
         "MpiDefault=none",
         *confinement.SLURM_CONF_LINES,
+        # Every job's extern step holds its cgroup on each node (pam_slurm_adopt's, where the image has it).
+        PROLOG_FLAGS_CONTAIN,
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",

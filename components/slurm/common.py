@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from slurm_rules import kube_rules
+from slurm_rules import kube_rules, slurm_options
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
 from ..identity.names import CLIENT_CA_KEY
@@ -162,26 +162,53 @@ def munged_lines(key_file: str) -> list[str]:
 PRIORITY_WEIGHT_QOS = 100000
 
 
+# What one tenant's users may not see of another's (slurm.conf for slurmctld: squeue, scontrol, sshare, sprio;
+# slurmdbd.conf for slurmdbd: sacct, sacctmgr, sreport): others' jobs, usage, user and account records, and the
+# reservations they cannot use. Not `nodes` or `partitions` (every user's sinfo needs them; partitions open by
+# AllowAccounts are not hidden by it anyway), nor `events` (node events: the cluster's, no tenant's). SlurmUser,
+# root, operators and admins see everything (the tenants Job, the exporters); an account's coordinators see its jobs.
+PRIVATE_DATA = ("accounts", "jobs", "reservations", "usage", "users")
+# Every job gets an extern step at allocation that holds its cgroup on each node: what pam_slurm_adopt
+# puts an SSH session into (ACK's and Slinky's renders; soperator writes its own slurm.conf).
+PROLOG_FLAGS_CONTAIN = "PrologFlags=Contain"
+
+
+def contain_lines(config: PlatformConfig) -> list[str]:
+    """`PROLOG_FLAGS_CONTAIN` where the release takes it (every release the program knows)."""
+    return slurm_options.rendered(config.slurm_release, "slurm.conf", [PROLOG_FLAGS_CONTAIN])
+
+
+def private_data(config: PlatformConfig) -> str:
+    """slurm.conf's and slurmdbd.conf's PrivateData value where the stack has tenants, else ""."""
+    return ",".join(PRIVATE_DATA) if config.tenants else ""
+
+
 def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
     """What the tenants (components/tenancy.py) need from slurm.conf: QOS-weighted
     multifactor priority, oppo jobs requeued when a guaranteed QOS wants their GPUs,
-    and limits enforced from slurmdbd (associations carry the guarantees)."""
+    limits enforced from slurmdbd (associations carry the guarantees), and each tenant's
+    jobs and records hidden from the others (PrivateData). Lines the release takes (slurm_options)."""
     if not config.tenants:
         return []
-    return [
-        # A job that names no partition is submitted to every partition and runs only where its account
-        # is allowed (partition_options); one that names only partitions its account may not use is refused.
-        "JobSubmitPlugins=all_partitions",
-        "EnforcePartLimits=ANY",
-        "PriorityType=priority/multifactor",
-        f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
-        "PriorityWeightFairshare=10000",
-        "PriorityWeightAge=1000",
-        "PreemptType=preempt/qos",
-        "PreemptMode=REQUEUE",
-        "AccountingStorageEnforce=associations,limits,qos,safe",
-        f"AccountingStorageTRES={accounted_gpu_tres(config)}",
-    ]
+    return slurm_options.rendered(
+        config.slurm_release,
+        "slurm.conf",
+        [
+            # A job that names no partition is submitted to every partition and runs only where its account
+            # is allowed (partition_options); one that names only partitions its account may not use is refused.
+            "JobSubmitPlugins=all_partitions",
+            "EnforcePartLimits=ANY",
+            "PriorityType=priority/multifactor",
+            f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
+            "PriorityWeightFairshare=10000",
+            "PriorityWeightAge=1000",
+            "PreemptType=preempt/qos",
+            "PreemptMode=REQUEUE",
+            "AccountingStorageEnforce=associations,limits,qos,safe",
+            f"AccountingStorageTRES={accounted_gpu_tres(config)}",
+            f"PrivateData={private_data(config)}",
+        ],
+    )
 
 
 def partition_options(config: PlatformConfig, partition: PartitionConfig) -> str:

@@ -23,6 +23,7 @@ from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from . import AccountingClient, KeySecret, PodRoles, Rendered
 from .common import (
     USER_PLACEHOLDER,
+    contain_lines,
     container_resources,
     default_memory_line,
     gpu_resources,
@@ -33,6 +34,7 @@ from .common import (
     no_removed_workers_warning,
     no_status_message,
     partition_options,
+    private_data,
     ssh_command_for,
     ssh_endpoint,
     submount_volumes,
@@ -135,9 +137,16 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "clusterName": config.cluster.name,
         **key_refs(config),
-        # The operator writes no ProctrackType or TaskPlugin: Slurm's defaults confine no job.
+        # The operator writes no ProctrackType, TaskPlugin or PrologFlags: Slurm's defaults confine no job.
         "extraConf": "\n".join(
-            ["GresTypes=gpu", default_memory_line(config), *confinement.SLURM_CONF_LINES, *tenant_slurm_conf(config), *partition_lines(config)]
+            [
+                "GresTypes=gpu",
+                default_memory_line(config),
+                *confinement.SLURM_CONF_LINES,
+                *contain_lines(config),
+                *tenant_slurm_conf(config),
+                *partition_lines(config),
+            ]
         ),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
@@ -233,12 +242,15 @@ def storage_config(config: PlatformConfig) -> dict[str, Any]:
 
 
 def accounting(config: PlatformConfig) -> dict[str, Any]:
+    """slurmdbd, its slurmdbd.conf's `extraConf` hiding each tenant's records from the others (sacct, sacctmgr)."""
+    hidden = private_data(config)
     return {
         "apiVersion": API_VERSION,
         "kind": "Accounting",
         "metadata": metadata(config, names(config)["accounting"]),
         "spec": {
             **key_refs(config),
+            **({"extraConf": f"PrivateData={hidden}"} if hidden else {}),
             "slurmdbd": {"image": image(config, "slurmdbd"), "resources": container_resources(config.slurm.accounting.slurmdbd)},
             "template": {"spec": pod_spec(config, system_placement(config))},
             "storageConfig": storage_config(config),

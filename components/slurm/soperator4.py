@@ -30,6 +30,7 @@ from .common import (
     no_live_login,
     no_removed_workers_warning,
     partition_options,
+    private_data,
     resources,
     service_account_rbac,
     ssh_command_for,
@@ -179,6 +180,10 @@ def controller_node(config: PlatformConfig) -> dict[str, Any]:
     node = soperator.controller_node(config, image)
     del node["size"]  # 4.x runs a single slurmctld
     node["priorityClass"] = system_priority_class_name(config)
+    if private_data(config):
+        # slurmctld's OpenMetrics endpoint answers 401 to every scrape once slurm.conf has PrivateData (Slurm 25.11's
+        # http.c; the operator's own comment says as much): off, with its ServiceMonitor. The exporter, root by its JWT, stays.
+        node["openMetrics"] = {"enabled": False}
     return node
 
 
@@ -194,6 +199,9 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
 def accounting_node(config: PlatformConfig) -> dict[str, Any]:
     node = soperator.accounting_node(config, image)
     node["priorityClass"] = system_priority_class_name(config)
+    if node["enabled"] and (hidden := private_data(config)):
+        # slurmdbd.conf's PrivateData (sacct, sacctmgr, sreport); slurm.conf's comes with customSlurmConfig.
+        node["slurmdbdConfig"] = {"privateData": hidden}
     return node
 
 

@@ -80,6 +80,16 @@ BASE_KEYS: dict[File, frozenset[str]] = {
 }
 
 
+# The values some release takes for options whose values are a closed list (an item of a comma list, any case);
+# the gates below say which releases. PrivateData: read_config.c's PrivateData handler (slurm.conf and
+# slurmdbd.conf), which matches each word as a substring and ignores the rest silently, so a misspelt value
+# would hide nothing: refused here instead. PrologFlags: prolog_str2flags (fatal on an unknown flag).
+VALUES: dict[tuple[File, str], frozenset[str]] = {
+    ("slurm.conf", "PrivateData"): _names("accounts all cloud events jobs nodes partitions reservations usage users"),
+    ("slurm.conf", "PrologFlags"): _names("Alloc Contain DeferBatch ForceRequeueOnFail NoHold RunInJob Serial X11"),
+}
+
+
 @dataclass(frozen=True)
 class Gate:
     """An option (or one value of it) that some releases accept and others do not."""
@@ -113,6 +123,10 @@ GATES: tuple[Gate, ...] = (
     Gate("slurm.conf", "ReconfigFlags", "KeepPowerSaveSettings", since=R("23.02")),
     Gate("slurm.conf", "AuthType", "auth/slurm", since=R("23.11"), fix="use auth/munge"),
     Gate("slurm.conf", "SelectType", "select/cons_res", until=R("23.11"), fate="removed", fix="use select/cons_tres"),
+    # PrivateData=cloud left the parser in 23.02 (the word is ignored since).
+    Gate("slurm.conf", "PrivateData", "cloud", until=R("23.02"), fix="remove it"),
+    Gate("slurm.conf", "PrologFlags", "ForceRequeueOnFail", since=R("23.02")),
+    Gate("slurm.conf", "PrologFlags", "RunInJob", since=R("24.05")),
     # slurm.conf: keys
     *_keys("slurm.conf", "MaxBatchRequeue PreemptParameters SuspendExcStates", since="23.02"),
     *_keys("slurm.conf", "SlurmctldPlugstack", until="23.02"),
@@ -170,6 +184,15 @@ def _gates(file: File, key: str) -> list[Gate]:
     return [gate for gate in GATES if gate.file == file and gate.key.lower() == key.lower()]
 
 
+def _unknown_value(file: File, key: str, value: str) -> Optional[str]:
+    """A value of `key` that no release takes, where the option's values are a closed list (VALUES), or None."""
+    known = next((names for (f, k), names in VALUES.items() if f == file and k.lower() == key.lower()), None)
+    if known is None:
+        return None
+    lowered = {name.lower() for name in known}
+    return next((item for item in _items(value) if item not in lowered), None)
+
+
 def _known(file: File, key: str) -> bool:
     """Some release the program knows takes `key` in `file`."""
     return key.lower() in {k.lower() for k in BASE_KEYS[file]} or any(g.value is None and g.since for g in _gates(file, key))
@@ -192,6 +215,9 @@ def objection(release: SlurmRelease, file: File, key: str, value: str = "") -> O
     gates = _gates(file, key)
     if not _known(file, key):
         return f"{key} is not a {file if file != 'partition' else 'PartitionName'} option of any Slurm release: correct or remove it"
+    if (item := _unknown_value(file, key, value)) is not None:
+        known = next(names for (f, k), names in VALUES.items() if f == file and k.lower() == key.lower())
+        return f"{key}={item} is not a value of any Slurm release (it takes {', '.join(sorted(known, key=str.lower))}): correct or remove it"
     items = _items(value)
     for gate in gates:
         if (gate.value is None or gate.value.lower() in items) and (reason := _verdict(release, gate)):
@@ -201,7 +227,7 @@ def objection(release: SlurmRelease, file: File, key: str, value: str = "") -> O
 
 def accepts(release: SlurmRelease, file: File, key: str, value: str = "") -> bool:
     """`release` takes `key=value` in `file` without complaint other than a deprecation warning."""
-    if not _known(file, key):
+    if not _known(file, key) or _unknown_value(file, key, value) is not None:
         return False
     gates = [g for g in _gates(file, key) if g.value is None or g.value.lower() in _items(value)]
     return objection(release, file, key, value) is None or all(g.fate == "deprecated" for g in gates if _verdict(release, g))
@@ -230,6 +256,8 @@ def rendered(release: SlurmRelease, file: File, lines: list[str]) -> list[str]:
         key, _, value = line.partition("=")
         if not _known(file, key):
             raise ValueError(f"rendered {file} line {line!r}: {key} is no {file} option of any Slurm release")
+        if (item := _unknown_value(file, key, value)) is not None:
+            raise ValueError(f"rendered {file} line {line!r}: {item} is no {key} value of any Slurm release")
         if accepts(release, file, key, value):
             kept.append(line)
     return kept
