@@ -20,6 +20,24 @@ sys.path.insert(1, str(ROOT / "policies"))
 
 
 @pytest.fixture(scope="module")
+def directory():
+    """The dev-lab directory on a real slapd, seeded and ACL'd as rendered (tests/test_services_ldap.py start_directory):
+    one per services module that asks for it."""
+    import shutil
+
+    from tests.services import require_packages
+    from tests.test_services_ldap import start_directory
+
+    require_packages()
+    lab, config = start_directory("dev-lab", {})
+    try:
+        yield lab, config
+    finally:
+        lab.close()
+        shutil.rmtree(lab.root)
+
+
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory, request):
     """A real control plane (scripts/kube-local.sh) for one kube test module, stopped by PID pass or fail."""
     from tests.kube import ClusterError, LocalCluster

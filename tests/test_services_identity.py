@@ -123,17 +123,6 @@ def user(name: str, *keys: str, **more: Any) -> Any:
     return TenantUser.model_validate({"name": name, "sshPublicKeys": list(keys), **more})
 
 
-@pytest.fixture(scope="module")
-def directory():
-    require_packages()
-    lab, config = start_directory("dev-lab", {})
-    try:
-        yield lab, config
-    finally:
-        lab.close()
-        shutil.rmtree(lab.root)
-
-
 def test_the_directory_follows_the_config_and_a_second_run_writes_nothing(directory, keys):
     lab, config = directory
     assert [t.user_names for t in LAB_TENANTS] == [["alice", "bob"], ["carol", "dan"]]

@@ -62,17 +62,6 @@ def start_directory(
     return lab, config
 
 
-@pytest.fixture(scope="module")
-def directory():
-    require_packages()
-    lab, config = start_directory("dev-lab", {})
-    try:
-        yield lab, config
-    finally:
-        lab.close()
-        shutil.rmtree(lab.root)
-
-
 def found_dns(result) -> list[str]:
     return [line.removeprefix("dn: ") for line in result.stdout.splitlines() if line.startswith("dn: ")]
 

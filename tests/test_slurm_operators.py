@@ -341,7 +341,9 @@ def test_with_tenants_every_operator_hides_a_tenants_jobs_and_records_from_the_o
     elif operator == "slinky":
         assert slinky.accounting(config)["spec"]["extraConf"] == PRIVATE
     # Without tenants: nothing hidden, nothing turned off.
-    plain = parse_config({**stack_config({"soperator 4.1.7": "staging-hanoi", "slinky": "prod-hcm", "ack": "staging-hangzhou"}[operator]), "tenants": []})
+    plain = parse_config(
+        {**stack_config({"soperator 4.1.7": "staging-hanoi", "slinky": "prod-hcm", "ack": "staging-hangzhou"}[operator]), "tenants": []}
+    )
     assert not plain.tenants and "PrivateData" not in rendered_slurm_conf(plain)
     if operator == "soperator 4.1.7":
         nodes = manifest_of(soperator4.render(plain), "SlurmCluster")[0]["spec"]["slurmNodes"]
