@@ -2,7 +2,8 @@
 # The Debian packages the services test tier (tests/test_services_*.py) runs:
 # real Slurm (slurmctld, slurmd, slurmdbd, sacctmgr), munge, MariaDB, OpenLDAP
 # (slapd, ldap-utils), nslcd and sssd, openssl (the LDAP tests' TLS certificates) and
-# openssh-server (the login tests' sshd, on the keys sssd reads from the directory).
+# openssh-server (the login tests' sshd, on the keys sssd reads from the directory), and
+# shellcheck (the directory reconciler's script).
 # Root on a Debian-family machine only.
 #
 #   scripts/services-local.sh install   install what is missing (no service started)
@@ -25,7 +26,7 @@
 # system accounts (munge, slurm, mysql, openldap, nslcd, sssd, sshd) stay: dpkg owns them.
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl openssh-server)
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slapd ldap-utils nslcd libnss-ldapd sssd-ldap sssd-tools libnss-sss openssl openssh-server shellcheck)
 # Edited by libnss-ldapd's, libnss-sss's and libpam-sss's maintainer scripts.
 RESTORED=(/etc/nsswitch.conf /etc/pam.d/common-auth /etc/pam.d/common-account /etc/pam.d/common-password /etc/pam.d/common-session /etc/pam.d/common-session-noninteractive)
 
