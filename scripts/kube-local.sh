@@ -151,7 +151,11 @@ build() {
 
 # --- run --------------------------------------------------------------------
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Three distinct free loopback ports, held open together while they are picked: three separate picks could be
+# handed the same port (a CI run's etcd got the API server's, and the API server failed "address already in use").
+free_ports() {
+	python3 -c 'import socket; held = [socket.socket() for _ in range(3)]; [s.bind(("127.0.0.1", 0)) for s in held]; print(*(s.getsockname()[1] for s in held))'
+}
 
 # The throwaway PKI of a run: the API server's CA and serving certificate, the
 # service-account key pair, and etcd's own CA (so no certificate the API server
@@ -298,10 +302,12 @@ start() {
 		pki "$run"
 	fi
 	if [[ ! -f $run/ports.env ]]; then
+		local etcd_port etcd_peer_port api_port
+		read -r etcd_port etcd_peer_port api_port < <(free_ports)
 		cat >"$run/ports.env" <<EOF
-ETCD_PORT=$(free_port)
-ETCD_PEER_PORT=$(free_port)
-API_PORT=$(free_port)
+ETCD_PORT=$etcd_port
+ETCD_PEER_PORT=$etcd_peer_port
+API_PORT=$api_port
 EOF
 	fi
 	# shellcheck source=/dev/null
