@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .fields import Problem
+from .fields import Problem, key_path
 from .tenants import MAX_ID, OPERATOR_SERVICE_IDS, TenantConfig
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ class Account:
     group: str  # primary group: the tenant's
     ssh_public_keys: tuple[str, ...]
     path: tuple[Any, ...]  # config key path of the user, for messages
+    pinned: bool  # uidNumber set in config
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,10 @@ def accounts_of(tenants: Sequence[TenantConfig]) -> list[Account]:
     for i, tenant in enumerate(tenants):
         for k, user in enumerate(tenant.users):
             uid = user.uid_number if user.uid_number is not None else derived_id(user.name)
-            accounts.setdefault(user.name, Account(user.name, uid, tenant.group, tuple(user.ssh_public_keys), ("tenants", i, "users", k)))
+            accounts.setdefault(
+                user.name,
+                Account(user.name, uid, tenant.group, tuple(user.ssh_public_keys), ("tenants", i, "users", k), user.uid_number is not None),
+            )
     return list(accounts.values())
 
 
@@ -80,7 +84,7 @@ def _clashes(numbered: list[tuple[str, int, tuple[Any, ...], bool]], what: str, 
     for name, number, path, pinned in numbered:
         if number in owner:
             other, other_path = owner[number]
-            where = f" ({_path_text(other_path)})" if other_path else ""
+            where = f" ({key_path(other_path)})" if other_path else ""
             how = "is pinned to" if pinned else "derives"
             yield Problem(
                 (*path, f"{what}Number") if pinned else path,
@@ -97,10 +101,6 @@ def _free(number: int, taken: dict[int, Any]) -> int:
     while candidate in taken:
         candidate += 1
     return candidate
-
-
-def _path_text(path: tuple[Any, ...]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if i else str(p) for i, p in enumerate(path))
 
 
 def identity_problems(config: PlatformConfig) -> Iterator[Problem]:
@@ -125,7 +125,7 @@ def identity_problems(config: PlatformConfig) -> Iterator[Problem]:
                         len(user.ssh_public_keys),
                     )
     reserved = OPERATOR_SERVICE_IDS.get(config.slurm_operator, {})
-    yield from _clashes([(a.name, a.uid, a.path, _user_at(config, a.path).uid_number is not None) for a in accounts_of(tenants)], "uid", reserved)
+    yield from _clashes([(a.name, a.uid, a.path, a.pinned) for a in accounts_of(tenants)], "uid", reserved)
     group_pins: dict[str, tuple[int, int]] = {}
     for i, tenant in enumerate(tenants):
         if tenant.gid_number is None:
@@ -142,8 +142,3 @@ def identity_problems(config: PlatformConfig) -> Iterator[Problem]:
         "gid",
         reserved,
     )
-
-
-def _user_at(config: PlatformConfig, path: tuple[Any, ...]) -> Any:
-    _, i, _, k = path
-    return config.tenants[i].users[k]
