@@ -117,10 +117,10 @@ def test_the_command_exits_non_zero_and_writes_the_job_summary(cluster, tmp_path
         [sys.executable, "-m", "tools.preflight", "--stack", KWOK_STACK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "FAIL  storage class slurm-nfs: its CSI driver nfs.csi.k8s.io is not installed" in result.stdout
+    assert "FAIL  [storage] storage class slurm-nfs: its CSI driver nfs.csi.k8s.io is not installed" in result.stdout
     assert result.stdout.rstrip().endswith("failing") and " 0 failing" not in result.stdout
     written = summary.read_text()
-    assert written.startswith("### Preflight of `kwok`: ") and "FAIL  storage class slurm-nfs" in written
+    assert written.startswith("### Preflight of `kwok`: ") and "FAIL  [storage] storage class slurm-nfs" in written
 
 
 def test_a_complete_cluster_passes_before_and_after_the_up(cluster, request):
@@ -147,3 +147,39 @@ def test_a_complete_cluster_passes_before_and_after_the_up(cluster, request):
     assert failing(after) == {}
     collisions = next(c for c in after if c.subject == "name collisions")
     assert collisions.detail.startswith("none among the ") and int(collisions.detail.split()[3]) > 10
+
+
+def test_live_nodes_in_two_pools_kueue_labels_and_a_tls_secret_without_its_ca(cluster):
+    """After the up: the kwok stack's nodes, as a user's mistakes leave them."""
+    raw = copy.deepcopy(stack_config(KWOK_STACK))
+    raw["nodePools"][1]["labelExistingNodes"] = ["kwok-system-0", "kwok-system-1", "kwok-gpu-0"]  # a GPU node named for the system pool
+    raw["nodePools"][0]["kueueNodeLabels"] = {"worker.fptcloud/scheduler": "kueue"}  # all 4 nodes are Slurm workers: none is Kueue's
+    raw["ldap"] = {**raw.get("ldap", {}), "tls": {"enabled": True, "secretName": "ldap-tls"}}
+    cluster.kubectl("label", "node", "kwok-gpu-3", "worker.fptcloud/scheduler=kueue")
+    tls = {"tls.crt": "certificate", "tls.key": "key"}  # what `kubectl create secret tls` makes: no ca.crt
+    cluster.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "ldap-tls", "namespace": NAMESPACE},
+                "type": "kubernetes.io/tls",
+                "stringData": tls,
+            }
+        ]
+    )
+
+    found = failing(preflight(cluster, raw))
+
+    assert (
+        "kwok-gpu-0 is in gpu (nodePools[0].selector worker.fptcloud/pool=gpu) and system (nodePools[1].labelExistingNodes)"
+        in found["node pools apart"]
+    )
+    assert found["Kueue nodes of pool gpu"].startswith(
+        "1 of its nodes carry nodePools[0].kueueNodeLabels worker.fptcloud/scheduler=kueue (kwok-gpu-3), where nodeCount - slurmWorkers is 4 - 4 = 0"
+    )
+    assert found["Secret fpt-hpc/ldap-tls (ldap.tls.secretName)"].startswith("has no ca.crt (it holds tls.crt, tls.key)")
+
+    cluster.kubectl("label", "node", "kwok-gpu-3", "worker.fptcloud/scheduler-")
+    fixed = failing(preflight(cluster, raw))
+    assert "Kueue nodes of pool gpu" not in fixed and "node pools apart" in fixed

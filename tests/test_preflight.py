@@ -1,16 +1,38 @@
-"""The preflight's pure parts: what a stack needs, read from the program under mocks, and the node
-checks on plain Node objects. tests/test_kube_preflight.py runs every check on a real API server."""
+"""The preflight's pure parts: what a stack needs, read from the program under mocks, the checks on plain
+objects through a fake cluster, and every way of not reaching a cluster (a FAIL line, never a traceback).
+tests/test_kube_preflight.py runs every check on a real API server."""
 
 from __future__ import annotations
 
+import base64
 import copy
-from typing import Any
+import socket
+from pathlib import Path
+from typing import Any, Optional
 
 import pytest
+import yaml
 
 from components.config import parse_config
-from tests.harness import stack_config
-from tools.preflight import Declared, guess_resource, needs, node_checks, stack_needs
+from tests.harness import ROOT, stack_config
+from tools.preflight import (
+    CHECK_NAMES,
+    Check,
+    Declared,
+    connect,
+    guess_resource,
+    kueue_node_checks,
+    main,
+    needs,
+    node_checks,
+    pool_overlap_checks,
+    private_data_missing,
+    run_checks,
+    server_minor,
+    stack_needs,
+    summary_line,
+    version_checks,
+)
 from tools.program_mocks import run_under_mocks
 
 
@@ -98,3 +120,246 @@ def test_node_checks_look_up_named_nodes():
     checks = node_checks(parse_config(raw), [node("s0", {}, "32", "128Gi")])
     problems = {c.subject: c.problem for c in checks if not c.passed}
     assert problems["node pool system"] == "nodePools[1].labelExistingNodes names nodes that do not exist: s9"
+
+
+# --- reaching the cluster --------------------------------------------------------------------------------
+
+
+def kubeconfig(path: Path, server: str, contexts: tuple[str, ...] = ("lab",), current: str = "lab") -> Path:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "admin", "user": {"token": "abc"}}],
+        "contexts": [{"name": name, "context": {"cluster": "lab", "user": "admin"}} for name in contexts],
+        "current-context": current,
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: connections to it are refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code = main(["--stack", "kwok", *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_a_missing_kubeconfig_is_a_fail_line_naming_the_path(tmp_path, monkeypatch, capsys):
+    code, out = run_main(monkeypatch, capsys, "--kubeconfig", str(tmp_path / "absent"))
+    assert code == 1
+    assert f"FAIL  [api-server] API server: no kubeconfig file at {tmp_path / 'absent'}; fix: pass --kubeconfig" in out
+    assert "/etc/kubernetes/admin.conf" in out and "Traceback" not in out
+
+
+def test_the_kubeconfig_defaults_to_kubeconfig_then_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    _, check = connect(None, None, "kwok")
+    assert check.problem == f"no kubeconfig file at {tmp_path / 'a'} or {tmp_path / 'b'}"
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _, check = connect(None, None, "kwok")
+    assert check.problem == f"no kubeconfig file at {tmp_path / '.kube/config'}"
+
+
+def test_a_context_the_kubeconfig_lacks_is_a_fail_line_naming_what_it_has(tmp_path, monkeypatch, capsys):
+    path = kubeconfig(tmp_path / "config", f"https://127.0.0.1:{closed_port()}", contexts=("lab", "prod"))
+    # The kwok stack's kubernetes.context is kwok.
+    code, out = run_main(monkeypatch, capsys, "--kubeconfig", str(path))
+    assert code == 1 and "Traceback" not in out
+    assert (
+        f"FAIL  [api-server] API server: context 'kwok' (--context, else the stack's kubernetes.context) is not in kubeconfig {path}; it has lab, prod"
+        in out
+    )
+    assert "`pulumi config set --path kubernetes.context <name> --stack kwok`" in out
+    code, out = run_main(monkeypatch, capsys, "--kubeconfig", str(path), "--context", "staging")
+    assert code == 1 and f"context 'staging' (--context, else the stack's kubernetes.context) is not in kubeconfig {path}" in out
+
+
+def test_a_current_context_naming_no_context_is_a_fail_line(tmp_path):
+    path = kubeconfig(tmp_path / "config", "https://127.0.0.1:6443", current="gone")
+    cluster, check = connect(str(path), None, "dev")
+    assert cluster is None and not check.passed
+    assert check.problem == f"its current-context 'gone' is not in kubeconfig {path}; it has lab"
+    assert "kubectl config use-context <name>" in check.fix
+
+
+def test_a_server_refusing_connections_is_a_fail_line_naming_it(tmp_path, monkeypatch, capsys):
+    port = closed_port()
+    path = kubeconfig(tmp_path / "config", f"https://127.0.0.1:{port}", contexts=("kwok",), current="kwok")
+    code, out = run_main(monkeypatch, capsys, "--kubeconfig", str(path))
+    assert code == 1 and "Traceback" not in out
+    assert f"FAIL  [api-server] API server: could not reach the API server https://127.0.0.1:{port} (context 'kwok', kubeconfig {path})" in out
+    assert "Connection refused" in out and "get --raw /version" in out
+    assert out.rstrip().endswith("preflight kwok: 1 checks, 1 failing")
+
+
+def test_an_unknown_check_to_ignore_is_an_error_listing_the_names(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_main(monkeypatch, capsys, "--ignore", "nodes", "--ignore", "nodez")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--ignore nodez: no such check; the checks are {', '.join(CHECK_NAMES)}" in err
+
+
+# --- the checks, on a fake cluster ---------------------------------------------------------------------------
+
+
+class FakeCluster:
+    """Everything served and allowed; the nodes, Secrets and version a test gives."""
+
+    def __init__(self, nodes: list[dict[str, Any]], secrets: dict[str, dict[str, str]], version: str = "1.31"):
+        self._nodes, self._version = nodes, version
+        self._secrets = {name: {"data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}} for name, data in secrets.items()}
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes
+
+    def storage_class(self, name: str) -> Optional[dict[str, Any]]:
+        return {}
+
+    def csi_drivers(self) -> set[str]:
+        return {"nfs.csi.k8s.io", "nasplugin.csi.alibabacloud.com"}
+
+    def crds(self) -> list[dict[str, Any]]:
+        return []
+
+    def resource(self, api_version: str, kind: str) -> Optional[tuple[str, bool]]:
+        return guess_resource(kind), True
+
+    def get(self, obj: Declared) -> Optional[dict[str, Any]]:
+        return self._secrets.get(obj.name) if obj.kind == "Secret" else None
+
+    def helm_releases(self, namespace: str) -> set[str]:
+        return set()
+
+    def allowed(self, verb: str, group: str, resource: str, namespace: Optional[str]) -> tuple[bool, str]:
+        return True, ""
+
+    def version(self) -> dict[str, str]:
+        major, minor = self._version.split(".")
+        return {"major": major, "minor": minor, "gitVersion": f"v{self._version}.0"}
+
+
+def failures(checks: list[Check]) -> dict[str, str]:
+    return {c.name: f"{c.subject}: {c.problem}; fix: {c.fix}" for c in checks if c.failing}
+
+
+def ack_nodes(config) -> list[dict[str, Any]]:
+    return [
+        node(f"{pool.name}-{i}", dict(pool.selector), "256", "4000Gi", str(pool.gpus_per_node) if pool.has_gpu else None)
+        for pool in config.node_pools
+        for i in range(pool.node_count)
+    ]
+
+
+PRIVATE = "PrivateData=accounts,jobs,reservations,usage,users"
+TLS = {"tls.crt": "cert", "tls.key": "key", "ca.crt": "ca"}
+
+
+def ack_run(secrets: dict[str, dict[str, str]], version: str = "1.31", ignore: tuple[str, ...] = ()) -> list[Check]:
+    raw = stack_config("staging-hangzhou")  # ACK with tenants, LDAP over TLS and accounting from slurm-slurmdbd-conf
+    config = parse_config(raw)
+    return run_checks(config, stack_needs(config, raw, "staging-hangzhou"), FakeCluster(ack_nodes(config), secrets, version), ignore)
+
+
+def test_the_secrets_the_stack_reads_hold_their_keys():
+    complete = {"ldap-tls": TLS, "slurm-slurmdbd-conf": {"slurmdbd.conf": f"StorageHost=db\n{PRIVATE}\n"}}
+    checks = ack_run(complete)
+    assert failures(checks) == {}
+    assert {c.subject for c in checks if c.name == "secrets"} == {
+        "Secret slurm/ldap-tls (ldap.tls.secretName)",
+        "Secret slurm/slurm-slurmdbd-conf (slurm.ack.slurmdbdConfSecretName)",
+    }
+    # The TLS Secret is checked with its keys, not once more as a bare reference.
+    assert not [c for c in checks if c.name == "references" and "ldap-tls" in c.subject]
+
+    no_ca = failures(ack_run({**complete, "ldap-tls": {"tls.crt": "cert", "tls.key": "key"}}))
+    assert no_ca["secrets"].startswith("Secret slurm/ldap-tls (ldap.tls.secretName): has no ca.crt (it holds tls.crt, tls.key)")
+    assert "--from-file=ca.crt" in no_ca["secrets"]
+
+    missing = failures(ack_run({"ldap-tls": TLS}))
+    assert missing["secrets"] == (
+        "Secret slurm/slurm-slurmdbd-conf (slurm.ack.slurmdbdConfSecretName): does not exist; slurmdbd read it; fix: create it "
+        "with keys slurmdbd.conf in namespace slurm, or name an existing one in slurm.ack.slurmdbdConfSecretName"
+    )
+
+
+def test_acks_slurmdbd_conf_must_keep_the_tenants_records_private():
+    without = {"ldap-tls": TLS, "slurm-slurmdbd-conf": {"slurmdbd.conf": "StorageHost=db\n# PrivateData=jobs\nPrivateData=jobs,usage\n"}}
+    found = failures(ack_run(without))
+    assert found["sacct-privacy"] == (
+        "PrivateData in slurmdbd.conf of Secret slurm/slurm-slurmdbd-conf: lacks accounts, reservations, users: with tenants, "
+        "sacct and sacctmgr show each tenant the others' accounts, reservations, users; fix: add the line "
+        "`PrivateData=accounts,jobs,reservations,usage,users` to slurmdbd.conf in Secret slurm/slurm-slurmdbd-conf and restart slurmdbd"
+    )
+    assert private_data_missing("privatedata = Users,accounts,jobs,reservations,usage") == []
+
+    # Accepted: reported as IGNORED, named in the summary, not counted.
+    checks = ack_run(without, ignore=("sacct-privacy",))
+    assert failures(checks) == {}
+    (ignored,) = [c for c in checks if c.ignored]
+    assert ignored.line().startswith("IGNORED  [sacct-privacy] PrivateData in slurmdbd.conf")
+    assert summary_line("staging-hangzhou", checks).endswith(" checks, 0 failing, 1 ignored (--ignore sacct-privacy)")
+
+
+def test_the_server_version_against_what_the_stack_declares():
+    secrets = {"ldap-tls": TLS, "slurm-slurmdbd-conf": {"slurmdbd.conf": PRIVATE}}
+    found = failures(ack_run(secrets, version="1.29"))
+    assert found["kubernetes-version"].startswith(
+        "Kubernetes v1.29.0: older than 1.30 for its ValidatingAdmissionPolicy objects (admissionregistration.k8s.io/v1 is GA in 1.30)"
+    )
+    assert "upgrade the control plane to 1.30 or later (kubeadm: `kubeadm upgrade plan`" in found["kubernetes-version"]
+    # soperator 4.1.7 (1.29), native sidecars (1.29) and admission policies (1.30), each named.
+    raw = stack_config("prod-hoalac")
+    config = parse_config(raw)
+    objects = stack_needs(config, raw, "prod-hoalac").objects
+    (old,) = version_checks(config, objects, {"major": "1", "minor": "28+", "gitVersion": "v1.28.9-eks-1"})
+    assert "1.29 for native sidecars in Job fpt-hpc/fpt-hpc-tenants-" in old.problem and "1.29 for soperator 4.1.7" in old.problem
+    (current,) = version_checks(config, objects, {"major": "1", "minor": "30+", "gitVersion": "v1.30.2"})
+    assert current.passed and current.detail.startswith("at least 1.30 for its ValidatingAdmissionPolicy")
+    assert server_minor({"major": "1", "minor": "31+"}) == (1, 31)
+    # Without admission policies or sidecars, soperator 1.14.10's own floor (docs/limitations.md: >= 1.28).
+    kwok = parse_config(stack_config("kwok"))
+    (floor,) = version_checks(kwok, [], {"major": "1", "minor": "27", "gitVersion": "v1.27.3"})
+    assert floor.problem == "older than 1.28 for soperator 1.14.10"
+
+
+def test_a_node_two_pools_take_fails():
+    raw = copy.deepcopy(stack_config("kwok"))
+    raw["nodePools"][1]["labelExistingNodes"] = ["s0", "g0"]  # a GPU node named for the system pool
+    config = parse_config(raw)
+    gpu = {"worker.fptcloud/pool": "gpu"}
+    nodes = [node("g0", gpu, "112", "1250Gi", "8"), node("g1", gpu, "112", "1250Gi", "8"), node("s0", {}, "32", "128Gi")]
+    (check,) = pool_overlap_checks(config, nodes)
+    assert check.problem == (
+        "nodes match more than one pool: g0 is in gpu (nodePools[0].selector worker.fptcloud/pool=gpu) and system (nodePools[1].labelExistingNodes)"
+    )
+    assert "name each node in one pool's labelExistingNodes only" in check.fix
+    (apart,) = pool_overlap_checks(config, nodes[1:])
+    assert apart.passed and apart.detail == "each of the 2 nodes is in one pool at most"
+
+
+def test_exactly_node_count_minus_slurm_workers_nodes_carry_the_kueue_labels():
+    raw = copy.deepcopy(stack_config("prod-hoalac"))  # h100: 5 nodes, 4 Slurm workers, kueueNodeLabels worker.fptcloud/scheduler=kueue
+    config = parse_config(raw)
+    pool = {"worker.fptcloud/pool": "gpu-h100"}
+    kueue = {**pool, "worker.fptcloud/scheduler": "kueue"}
+    nodes = [node(f"h{i}", kueue if i >= 3 else pool, "112", "1250Gi", "8") for i in range(5)]
+    (two,) = kueue_node_checks(config, nodes)
+    assert two.problem == (
+        "2 of its nodes carry nodePools[0].kueueNodeLabels worker.fptcloud/scheduler=kueue (h3, h4), where nodeCount - slurmWorkers is 5 - 4 = 1"
+    )
+    assert two.fix.startswith("remove the labels from 1 of them (`kubectl label node <name> worker.fptcloud/scheduler-`)")
+    (none,) = kueue_node_checks(config, [node(f"h{i}", pool, "112", "1250Gi", "8") for i in range(5)])
+    assert none.fix.startswith("label 1 more of the pool's nodes (`kubectl label node <name> worker.fptcloud/scheduler=kueue`)")
+    (one,) = kueue_node_checks(config, nodes[:4])
+    assert one.passed and one.detail == "1 of its nodes carry worker.fptcloud/scheduler=kueue"
