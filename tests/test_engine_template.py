@@ -101,6 +101,22 @@ def test_the_template_prompts_for_top_level_keys_whose_defaults_the_config_accep
     assert config.render_only  # the default stack renders to a directory: it previews with no cluster
 
 
+def template_first_steps() -> list[str]:
+    """The numbered steps of getting-started's `pulumi new` section: what a new project does first."""
+    page = (ROOT / "docs/getting-started.md").read_text()
+    section = page.split("## `pulumi new`: a stack from this repository", 1)[1].split("\n## ", 1)[0]
+    return [step for step in section.split("\n\n") if step[:2] in {f"{n}." for n in range(1, 10)}][0].split("\n")
+
+
+def test_the_templates_first_steps_run_the_preflight_before_the_deploy():
+    steps = " ".join(template_first_steps())
+    assert "make preflight STACK=<stack>" in steps, "docs/getting-started.md's `pulumi new` steps lost the preflight"
+    assert steps.index("make preflight STACK=<stack>") < steps.index("make preview STACK=<stack>") < steps.index("pulumi up")
+    # Pulumi.yaml's own note on the template says so too, beside the prompts.
+    note = (ROOT / "Pulumi.yaml").read_text().split("\ntemplate:", 1)[0]
+    assert note.index("make preflight STACK=<stack>") < note.index("make preview STACK=<stack>") < note.index("pulumi up")
+
+
 def test_pulumi_new_makes_a_stack_from_the_prompts_that_previews(env):
     root, environment = env
     template = clean_copy(root / "template")
