@@ -120,9 +120,11 @@ recover: $(STAMP) toolchain
 	$(PYTHON) -m tools.recover --stack $(STACK)
 
 # What the live cluster of the stack's kubeconfig context lacks, before `up` (tools/preflight.py): reads only;
-# exits 1 naming each failing check and its fix. The kwok stack's control plane is scripts/kube-local.sh's.
+# exits 1 naming each failing check and its fix; IGNORE="<check> ..." reports those checks' failures as accepted.
+# The kwok stack's control plane is scripts/kube-local.sh's.
 preflight: $(STAMP)
-	$(if $(filter kwok,$(STACK)),KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") $(PYTHON) -m tools.preflight --stack $(STACK)
+	$(if $(filter kwok,$(STACK)),KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") $(PYTHON) -m tools.preflight --stack $(STACK) \
+		$(foreach check,$(IGNORE),--ignore $(check))
 
 # Writes config.schema.json, stack.schema.json and policies/config/<stack>.json; a failure leaves each as it was.
 schema: $(STAMP)
