@@ -192,6 +192,19 @@ def test_a_current_context_naming_no_context_is_a_fail_line(tmp_path):
     assert "kubectl config use-context <name>" in check.fix
 
 
+def test_no_context_anywhere_or_an_unreadable_kubeconfig_is_a_fail_line(tmp_path):
+    path = kubeconfig(tmp_path / "config", "https://127.0.0.1:6443", current="")
+    _, check = connect(str(path), None, "dev")
+    assert (
+        check.problem
+        == f"no context to use: no --context, no kubernetes.context in the stack and no current-context in kubeconfig {path}; it has lab"
+    )
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [\n  - name: lab\n")
+    _, check = connect(str(broken), "lab", "dev")
+    assert check.problem.startswith(f"kubeconfig {broken} could not be read: while parsing") and "\n" not in check.problem
+
+
 def test_a_server_refusing_connections_is_a_fail_line_naming_it(tmp_path, monkeypatch, capsys):
     port = closed_port()
     path = kubeconfig(tmp_path / "config", f"https://127.0.0.1:{port}", contexts=("kwok",), current="kwok")
@@ -363,3 +376,24 @@ def test_exactly_node_count_minus_slurm_workers_nodes_carry_the_kueue_labels():
     assert none.fix.startswith("label 1 more of the pool's nodes (`kubectl label node <name> worker.fptcloud/scheduler=kueue`)")
     (one,) = kueue_node_checks(config, nodes[:4])
     assert one.passed and one.detail == "1 of its nodes carry worker.fptcloud/scheduler=kueue"
+
+
+def test_an_ignored_check_does_not_fail_the_command_and_the_summary_names_it(tmp_path, monkeypatch, capsys):
+    raw = stack_config("staging-hangzhou")
+    cluster = FakeCluster(ack_nodes(parse_config(raw)), {"ldap-tls": TLS, "slurm-slurmdbd-conf": {"slurmdbd.conf": "StorageHost=db"}})
+    reached = Check("API server", "https://lab:6443 serves v1.31.0", name="api-server")
+    monkeypatch.setattr("tools.preflight.connect", lambda kubeconfig, context, stack: (cluster, reached))
+    monkeypatch.chdir(ROOT)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+
+    assert main(["--stack", "staging-hangzhou"]) == 1
+    assert "  FAIL  [sacct-privacy] PrivateData in slurmdbd.conf of Secret slurm/slurm-slurmdbd-conf: lacks " in capsys.readouterr().out
+
+    assert main(["--stack", "staging-hangzhou", "--ignore", "sacct-privacy"]) == 0
+    out = capsys.readouterr().out
+    assert "  IGNORED  [sacct-privacy] PrivateData in slurmdbd.conf" in out
+    assert out.rstrip().endswith(", 0 failing, 1 ignored (--ignore sacct-privacy)")
+    written = summary.read_text().split("### ")[2]
+    assert written.startswith("Preflight of `staging-hangzhou`: all ") and " pass, 1 ignored (--ignore sacct-privacy)" in written
+    assert "IGNORED  [sacct-privacy]" in written

@@ -851,26 +851,20 @@ def connect(kubeconfig: Optional[str], context: Optional[str], stack: str) -> tu
         names, current = _contexts(found)
     except (OSError, ValueError, yaml.YAMLError) as error:
         return failed(
-            f"kubeconfig {location} could not be read: {error}",
+            f"kubeconfig {location} could not be read: {' '.join(str(error).split())}",
             "fix the file (`kubectl config view` shows what kubectl makes of it), or " + KUBECONFIG_FIX,
         )
     wanted = context or current
     if wanted not in names:
-        which = (
-            f"context '{context}' (--context, else the stack's kubernetes.context)"
-            if context
-            else (
-                f"its current-context '{current}'"
-                if current
-                else "no context: neither --context, the stack's kubernetes.context nor a current-context names one; it"
-            )
-        )
         has = f"it has {', '.join(names)}" if names else "it has no contexts"
+        if context:
+            problem = f"context '{context}' (--context, else the stack's kubernetes.context) is not in kubeconfig {location}; {has}"
+        elif current:
+            problem = f"its current-context '{current}' is not in kubeconfig {location}; {has}"
+        else:
+            problem = f"no context to use: no --context, no kubernetes.context in the stack and no current-context in kubeconfig {location}; {has}"
         choose = f"`pulumi config set --path kubernetes.context <name> --stack {stack}` (or --context <name>)"
-        return failed(
-            f"{which} is not in kubeconfig {location}; {has}",
-            f"name one of them: {choose}, or `kubectl config use-context <name>`" if names else KUBECONFIG_FIX,
-        )
+        return failed(problem, f"name one of them: {choose}, or `kubectl config use-context <name>`" if names else KUBECONFIG_FIX)
     try:
         cluster = LiveCluster(wanted, location)
     except (ConfigException, OSError, ValueError) as error:
