@@ -301,8 +301,19 @@ def test_the_secrets_the_stack_reads_hold_their_keys():
 
     missing = failures(ack_run({"ldap-tls": TLS}))
     assert missing["secrets"] == (
-        "Secret slurm/slurm-slurmdbd-conf (slurm.ack.slurmdbdConfSecretName): does not exist; slurmdbd read it; fix: create it "
+        "Secret slurm/slurm-slurmdbd-conf (slurm.ack.slurmdbdConfSecretName): does not exist; read by slurmdbd; fix: create it "
         "with keys slurmdbd.conf in namespace slurm, or name an existing one in slurm.ack.slurmdbdConfSecretName"
+    )
+
+
+def test_soperators_external_database_password_secret_holds_its_key():
+    raw = stack_config("prod-hangzhou")  # soperator on ACK, accounting on RDS: passwordSecretName slurm-accounting-db
+    config = parse_config(raw)
+    cluster = FakeCluster(ack_nodes(config), {"ldap-tls": TLS, "slurm-accounting-db": {"username": "slurm"}})
+    found = failures(run_checks(config, stack_needs(config, raw, "prod-hangzhou"), cluster))
+    namespace = config.cluster.namespace
+    assert found["secrets"].startswith(
+        f"Secret {namespace}/slurm-accounting-db (slurm.accounting.external.passwordSecretName): has no password (it holds username); read by slurmdbd"
     )
 
 

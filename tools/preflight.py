@@ -481,7 +481,7 @@ def secret_checks(config: PlatformConfig, cluster: Cluster) -> Iterator[Check]:
             yield Check(
                 subject,
                 "",
-                f"does not exist; {secret.reader} read it",
+                f"does not exist; read by {secret.reader}",
                 f"create it with keys {', '.join(secret.keys)} in namespace {secret.namespace}, or name an existing one in {secret.key_path}",
             )
             continue
@@ -491,7 +491,7 @@ def secret_checks(config: PlatformConfig, cluster: Cluster) -> Iterator[Check]:
             yield Check(
                 subject,
                 "",
-                f"has no {', '.join(lacking)} (it holds {', '.join(sorted(data)) or 'nothing'}); {secret.reader} read it",
+                f"has no {', '.join(lacking)} (it holds {', '.join(sorted(data)) or 'nothing'}); read by {secret.reader}",
                 _secret_fix(secret, lacking),
             )
         else:
