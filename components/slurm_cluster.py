@@ -1,8 +1,10 @@
 """The `SlurmCluster` component: declares what the chosen Slurm operator's module
 (components/slurm/) renders, and the outputs users need (workers, login, phase).
 
-soperator 1.14.10 (the default) also gets its live readiness and login Service
-read back; the other operators' outputs are what is known before deployment.
+`pulumi up` waits until the operator reports Slurm ready (slurm.readiness): soperator's and
+ACK's SlurmCluster, Slinky's NodeSets. The cluster resource's live status is read back for the
+outputs (soperator's phase and conditions) and a warning when it is not ready, and soperator
+1.14.10's login Service for its address; the rest is what is known before deployment.
 """
 
 from __future__ import annotations
@@ -66,14 +68,18 @@ class SlurmCluster(pulumi.ComponentResource):
         first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)] + self.priority_classes
         declared: dict[str, pulumi.Resource] = {}
         live: list[LiveCustomResource] = []
+        reporting: list[LiveCustomResource] = []
         for r in rendered:
             if r.manifest["kind"] != "PriorityClass":
                 resource = self._declare(name, config, r, first, live, opts)
                 declared[r.manifest["metadata"]["name"]] = resource
                 if isinstance(resource, LiveCustomResource):
                     live.append(resource)
-        # The cluster custom resource whose status the operator reports (soperator's SlurmCluster).
-        status = live[0].status.apply(lambda value: dict(value) if value else None) if live else pulumi.Output.from_input(None)
+                    if r.live_status:
+                        reporting.append(resource)
+        # The cluster custom resource whose status the operator reports (soperator's and ACK's SlurmCluster);
+        # other awaited ones (Slinky's NodeSets) only hold `pulumi up` until they are ready.
+        status = reporting[0].status.apply(lambda value: dict(value) if value else None) if reporting else pulumi.Output.from_input(None)
         status.apply(lambda value: warn(module.not_ready_message(config, value)))
         login = self._live_login(name, config, module, declared, live, opts)
         self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))

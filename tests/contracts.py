@@ -116,6 +116,15 @@ def contract_of(manifest: dict[str, Any]) -> Path:
     raise LookupError(f"no contract for {manifest['apiVersion']} {kind}")
 
 
+def status_schema(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The `status` an operator reports on a custom resource, as its contract declares it."""
+    path = contract_of(manifest)
+    # ACK's is a JSON Schema written from its API types; the others are CRDs.
+    ack = path.name.endswith(".schema.json")
+    schema = json.loads(path.read_text()) if ack else crd_schema(path, manifest["apiVersion"].split("/")[-1])
+    return schema["properties"]["status"]
+
+
 def pod_template_errors(template: dict[str, Any], where: str) -> list[str]:
     """A core/v1 PodTemplateSpec, checked as the built-in PodTemplate kind."""
     wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"}, "template": template}

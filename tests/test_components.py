@@ -482,6 +482,56 @@ def test_unmet_conditions_are_an_output():
     assert run_under_mocks(program, live={SLURM_CLUSTER: AVAILABLE}).outputs["unmet"] == []
 
 
+ACK_CLUSTER = "kubernetes:kai.alibabacloud.com/v1:SlurmCluster"
+SLINKY_NODESET = "kubernetes:slinky.slurm.net/v1beta1:NodeSet"
+
+
+def test_ack_cluster_is_awaited_until_the_operator_reports_it_ready():
+    config = parse_config(stack_config("staging-hangzhou"))
+    status = {"state": "progressing", "reason": "waiting for slurmctld pod", "observedGeneration": 1}
+    run = slurm_run(config, {ACK_CLUSTER: {"status": status}})
+    cluster = only(run, ACK_CLUSTER)
+    assert cluster.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.state}=ready"}
+    assert cluster.custom_timeouts == {"create": "40m", "update": "40m"}
+    assert "status" not in cluster.inputs
+    (warning,) = [w for w in run.warnings if "SlurmCluster" in w]
+    where = f"{config.cluster.namespace}/{config.cluster.name}"
+    assert warning.startswith(f"SlurmCluster {where} is 'progressing', not ready: waiting for slurmctld pod. Inspect: kubectl")
+    assert not [w for w in slurm_run(config, {ACK_CLUSTER: {"status": {"state": "ready"}}}).warnings if "SlurmCluster" in w]
+    raw = stack_config("staging-hangzhou")
+    off = parse_config({**raw, "slurm": {**raw["slurm"], "readiness": {"awaitAvailable": False}}})
+    unawaited = only(slurm_run(off), ACK_CLUSTER)
+    assert "annotations" not in unawaited.inputs["metadata"] and unawaited.custom_timeouts == {}
+
+
+def test_slinky_nodesets_are_awaited_until_every_worker_is_ready():
+    config = parse_config(stack_config("prod-hcm"))
+    # A NodeSet's conditions (a scheduled update's reservation) are not the cluster's: never reported as unmet.
+    nodeset_status = {"readyReplicas": 1, "conditions": [{"type": "ReservationCreated", "status": "False", "message": "gone"}]}
+
+    def program():
+        slurm = SlurmCluster("slurm", config)
+        return {"phase": slurm.phase, "unmet": slurm.unmet_conditions}
+
+    run = run_under_mocks(program, live={SLINKY_NODESET: {"status": nodeset_status}})
+    nodesets = run.of_type(SLINKY_NODESET)
+    replicas = {pool.name: pool.worker_replicas for pool in config.gpu_pools}
+    assert len(nodesets) == len(replicas) and all(replicas.values())
+    for nodeset in nodesets:
+        pool = nodeset.inputs["metadata"]["name"].removeprefix("slinky-")
+        expected = f"jsonpath={{.status.readyReplicas}}={int(nodeset.inputs['spec']['replicas'])}"
+        assert nodeset.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": expected}, pool
+        assert nodeset.custom_timeouts == {"create": "40m", "update": "40m"}
+    # The Controller and LoginSet report no readiness in 1.2.1: declared as they are.
+    for kind in ("Controller", "LoginSet"):
+        (resource,) = run.of_type(f"kubernetes:slinky.slurm.net/v1beta1:{kind}")
+        assert "annotations" not in resource.inputs["metadata"] and resource.custom_timeouts == {}
+    assert run.outputs == {"phase": None, "unmet": []}
+    raw = stack_config("prod-hcm")
+    off = parse_config({**raw, "slurm": {**raw["slurm"], "readiness": {"awaitAvailable": False}}})
+    assert all("annotations" not in n.inputs["metadata"] and n.custom_timeouts == {} for n in slurm_run(off).of_type(SLINKY_NODESET))
+
+
 # --- adoption ------------------------------------------------------------------
 
 

@@ -5,7 +5,9 @@ Each example stack's rendered custom resources are created with a server-side
 dry run and strict field validation, so the server applies its own checks
 (OpenAPI types, enums, CEL rules, unknown fields) with the CRDs of
 contracts/ installed. ACK publishes no CRD: its contract is a JSON
-Schema, turned here into the CRD an API server takes (`ack_crd`).
+Schema, turned here into the CRD an API server takes (`ack_crd`). Under the real
+engine, `pulumi up` of ACK's and Slinky's awaited resources ends only once the test,
+playing each operator, reports Slurm ready on their status.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components import kueue, tenancy
 from components.config import parse_config
 from components.slurm import operator_module
-from components.slurm.common import system_priority_class_name, worker_anti_affinity, worker_placement
+from components.slurm.common import WAIT_FOR_ANNOTATION, system_priority_class_name, worker_anti_affinity, worker_placement
 from scripts.kwok_nodes import pool_nodes
 from tests.contracts import ACK_SCHEMAS, KUEUE_DIR, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
 from tests.harness import stack_config
@@ -75,7 +79,9 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
 
 def ack_crd(schema_file: Path) -> dict[str, Any]:
     schema = json.loads(schema_file.read_text())
-    root = {"type": "object", "properties": {"spec": structural(schema["properties"]["spec"])}, "required": ["spec"]}
+    # The status, a subresource as the API types' +kubebuilder:subresource:status make it, is what `pulumi up` awaits.
+    fields = {part: structural(schema["properties"][part]) for part in ("spec", "status")}
+    root = {"type": "object", "properties": fields, "required": ["spec"]}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -84,7 +90,7 @@ def ack_crd(schema_file: Path) -> dict[str, Any]:
             "group": "kai.alibabacloud.com",
             "names": {"kind": "SlurmCluster", "plural": "slurmclusters", "singular": "slurmcluster", "listKind": "SlurmClusterList"},
             "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": root}}],
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": root}, "subresources": {"status": {}}}],
         },
     }
 
@@ -553,3 +559,95 @@ def test_the_directory_its_reconciler_and_the_logins_are_accepted_by_the_api_ser
     assert all(pod["automountServiceAccountToken"] is False for pod in pods), operator
     expected = {"soperator-4.1.7": {"ConfigMap"}, "ack-2024-12": {"ConfigMap", "Deployment"}, "slinky-1.2.1": set()}[operator]
     assert {m["kind"] for m in ours} == expected, (operator, [m["metadata"]["name"] for m in ours])
+
+
+# The awaited custom resources alone, declared as the SlurmCluster component declares them (with the readiness timeout).
+READINESS_PROGRAM = {
+    "Pulumi.yaml": yaml.safe_dump({"name": "readiness", "runtime": {"name": "python", "options": {"virtualenv": ".venv"}}}),
+    "__main__.py": """\
+import json
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+for index, manifest in enumerate(json.load(open("awaited.json"))):
+    k8s.apiextensions.CustomResource(
+        f"awaited-{index}",
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create="5m")),
+    )
+""",
+}
+
+
+def resource_name(manifest: dict[str, Any]) -> str:
+    """`<plural>.<group>`: soperator's SlurmCluster and ACK's share a kind name."""
+    return f"{manifest['kind'].lower()}s.{manifest['apiVersion'].rpartition('/')[0]}"
+
+
+def awaited_custom_resources(stack: str) -> list[dict[str, Any]]:
+    config = parse_config(stack_config(stack))
+    rendered = [r.manifest for r in operator_module(config).render(config) if not is_builtin(r.manifest)]
+    return [m for m in rendered if WAIT_FOR_ANNOTATION in (m["metadata"].get("annotations") or {})]
+
+
+def test_pulumi_up_waits_until_ack_and_slinky_report_slurm_ready(cluster, tmp_path):
+    """The engine and the Kubernetes provider against the real API server, with the operators' CRDs and no operator:
+    the test plays ack-slurm-operator and Slinky, and `pulumi up` ends only once both report ready on the status
+    their CRDs declare (ACK's SlurmCluster .status.state, each Slinky NodeSet's .status.readyReplicas)."""
+    from tests.engine import new_workspace
+
+    install_crds(cluster, [ACK_SCHEMAS["slurmctld"], *sorted(SLINKY_DIR.glob("*.json"))])
+    awaited = awaited_custom_resources("staging-hangzhou") + awaited_custom_resources("prod-hcm")
+    assert {m["kind"] for m in awaited} == {"SlurmCluster", "NodeSet"}, awaited
+    for namespace in {m["metadata"]["namespace"] for m in awaited}:
+        if cluster.get("namespace", namespace) is None:
+            cluster.kubectl("create", "namespace", namespace)
+    ws = new_workspace(tmp_path, stack="readiness", program={**READINESS_PROGRAM, "awaited.json": json.dumps(awaited)})
+    ws.env["KUBECONFIG"] = str(cluster.kubeconfig)
+    up = subprocess.Popen(
+        ["pulumi", "up", "--yes", "--skip-preview", "--stack", "readiness", "--non-interactive"],
+        cwd=ws.project,
+        env=ws.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def stored() -> list[dict[str, Any]]:
+            found = [cluster.get(resource_name(m), m["metadata"]["name"], m["metadata"]["namespace"]) for m in awaited]
+            return found if all(found) else []
+
+        objects = wait_until("the awaited custom resources in the API server", stored, timeout=300)
+
+        def report(index: int, status: dict[str, Any]) -> None:
+            kind, meta = resource_name(awaited[index]), awaited[index]["metadata"]
+            body = {"status": {**status, "observedGeneration": objects[index]["metadata"]["generation"]}}
+            cluster.kubectl("patch", kind, meta["name"], "-n", meta["namespace"], "--subresource=status", "--type=merge", "-p", json.dumps(body))
+
+        nodesets = [i for i, m in enumerate(awaited) if m["kind"] == "NodeSet"]
+        (ack_cluster,) = [i for i, m in enumerate(awaited) if m["kind"] == "SlurmCluster"]
+        # Not ready yet, in each operator's words: one worker short, the cluster still progressing.
+        report(ack_cluster, {"state": "progressing", "reason": "waiting for slurmctld"})
+        for i in nodesets:
+            replicas = awaited[i]["spec"]["replicas"]
+            report(i, {"replicas": replicas, "readyReplicas": replicas - 1, "selector": "app=slurmd", "nodeSetHash": "h"})
+        time.sleep(10)
+        assert up.poll() is None, f"pulumi up ended before Slurm was ready:\n{up.communicate()[0]}"
+        report(ack_cluster, {"state": "ready"})
+        for i in nodesets:
+            replicas = awaited[i]["spec"]["replicas"]
+            report(i, {"replicas": replicas, "readyReplicas": replicas, "selector": "app=slurmd", "nodeSetHash": "h"})
+        output, _ = up.communicate(timeout=180)
+        assert up.returncode == 0, output
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.communicate()
+        for manifest in awaited:
+            meta = manifest["metadata"]
+            cluster.kubectl("delete", resource_name(manifest), meta["name"], "-n", meta["namespace"], "--ignore-not-found", "--wait=false")

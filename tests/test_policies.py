@@ -528,7 +528,7 @@ def test_quota_reports_every_exceeded_dimension_in_one_message(cluster, claims):
         "gpus: asked 96 > allowed 64",
         "SlurmCluster fpt-hpc/fpt-hpc worker: 12 x (112 CPU, 1224Gi, 8 GPUs)",
         "Fix: ",
-        "slurm-region-quota.quotas.hanoi",
+        "raise the 'hanoi' quota (slurm-platform:regionQuota, then make schema)",
     )
     assert "memoryGi" not in message
 
@@ -607,15 +607,24 @@ def test_quota_counts_mariadb_replicas_and_storage_size(cluster, claims):
     assert demand.totals["storageGi"] == pytest.approx(4048 - 50 + 300)
 
 
-def test_quota_without_quotas_is_silent(cluster, claims):
+def test_quota_without_quotas_or_region_is_silent(cluster, claims):
     assert check("slurm-region-quota", *stack(cluster, claims)) == []
+
+
+def test_quota_reports_a_region_with_no_quota_declared(cluster, claims):
+    # What make schema writes for a stack without slurm-platform:regionQuota: its region, no quota.
+    one(
+        check("slurm-region-quota", *stack(cluster, claims), config={"region": "hcm", "quotas": {}}),
+        "no quota is declared for region 'hcm'",
+        "Fix: declare the account's quota in the stack config (slurm-platform:regionQuota) and run make schema",
+    )
 
 
 def test_quota_needs_a_quota_for_the_selected_region(cluster, claims):
     one(
         check("slurm-region-quota", *stack(cluster, claims), config={"region": "hcm", "quotas": {"hanoi": HANOI_QUOTA}}),
         "no quota for region 'hcm' (quotas exist for hanoi)",
-        "Fix: add quotas.hcm",
+        "or add quotas.hcm",
     )
 
 

@@ -3,6 +3,7 @@ soperator 4.1.7 (and the upgrade from 1.14.10), ACK ack-slurm-operator in both
 API generations, and SchedMD's Slinky."""
 
 import copy
+import re
 
 import pytest
 from slurm_rules import confinement
@@ -10,17 +11,56 @@ from slurm_rules import confinement
 from components.config import ConfigError, parse_config
 from components.operator_charts import chart_releases
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
-from components.slurm.common import worker_shape
-from tests.contracts import contract_errors
-from tests.harness import stack_config
+from components.slurm.common import WAIT_FOR_ANNOTATION, worker_shape
+from tests.contracts import contract_errors, status_schema
+from tests.harness import ROOT, stack_config
 from tests.test_program import run_stack
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SECRET = "kubernetes:core/v1:Secret"
 
 
+WAITS_DOC = ROOT / "docs" / "operations.md"
+
+
 def with_overrides(stack, **raw):
     return parse_config({**stack_config(stack), **raw})
+
+
+# ---------------------------------------------------------------------------
+# Readiness: what `pulumi up` awaits is in the operator's status
+
+
+@pytest.mark.parametrize(
+    "stack,raw",
+    [
+        ("prod-hanoi", {}),
+        ("staging-hanoi", {}),
+        ("staging-hangzhou", {}),
+        ("staging-hangzhou", {"operators": {"ackSlurmOperator": {"apiGeneration": "2024-06"}}}),
+        ("prod-hcm", {}),
+    ],
+    ids=["soperator-1.14.10", "soperator-4.1.7", "ack-2024-12", "ack-2024-06", "slinky"],
+)
+def test_every_awaited_field_is_in_the_operators_status_and_can_hold_the_awaited_value(stack, raw):
+    config = with_overrides(stack, **raw) if raw else parse_config(stack_config(stack))
+    awaited = [r.manifest for r in operator_module(config).render(config) if WAIT_FOR_ANNOTATION in (r.manifest["metadata"].get("annotations") or {})]
+    custom = [m for m in awaited if m["kind"] != "Service"]  # Services await their address (test_slurm_operators' login tests)
+    assert custom, f"{stack}: nothing awaits Slurm's readiness"
+    for manifest in custom:
+        expression = manifest["metadata"]["annotations"][WAIT_FOR_ANNOTATION]
+        match = re.fullmatch(r"jsonpath=\{\.status\.([A-Za-z.]+)\}=(\w+)", expression)
+        assert match is not None, expression
+        schema = status_schema(manifest)
+        for field in match.group(1).split("."):
+            schema = schema["properties"][field]
+        value = match.group(2)
+        if schema["type"] == "integer":
+            assert value.isdigit() and int(value) > 0, expression
+        else:
+            assert schema["type"] == "string" and value in schema.get("enum", [value]), expression
+        # The operations guide says what each operator's wait is.
+        assert f"`{re.sub(r'=[0-9]+$', '=<its replicas>', expression)}`" in WAITS_DOC.read_text(), expression
 
 
 # ---------------------------------------------------------------------------

@@ -38,6 +38,15 @@ slurm-platform:region: cn-hangzhou
 slurm-platform:cloud: alibaba          # the load balancers' and metadata endpoints' cloud
 slurm-platform:slurmOperator: slinky
 """,
+    "regionQuota": """\
+slurm-platform:regionQuota:   # the account's quota in the region, as the cloud console shows it
+  vcpu: 1440
+  memoryGi: 17784
+  gpus: 96
+  storageGi: 6144
+  loadBalancers: 2
+  pvcs: 24
+""",
     "cluster": """\
 slurm-platform:cluster:
   name: hpc-hanoi

@@ -1,9 +1,11 @@
 """The policy pack's per-stack config, `policies/config/<stack>.json`, generated.
 
-The platform team's choices (enforcement levels, region quotas, claim names)
-are written once in `policies/settings/<stack>.json`; the facts of the stack
-(its region, its cloud, the size of each node pool) come from
-`Pulumi.<stack>.yaml` through the config models, so they are never kept twice.
+The platform team's choices (enforcement levels, claim names) are written once
+in `policies/settings/<stack>.json`; the facts of the stack (its region and the
+account's quota there, its cloud, the size of each node pool) come from
+`Pulumi.<stack>.yaml` through the config models, so they are never kept twice,
+and a settings file copied from another stack carries none of that stack's facts:
+one that sets a fact is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ CONFIG_DIR = Path("policies/config")
 def stack_facts(config: PlatformConfig) -> dict[str, dict[str, Any]]:
     """Per policy, the fields the stack config decides."""
     return {
-        "slurm-region-quota": {"region": config.region},
+        # No regionQuota: no quota, which the policy reports for the region (the config refuses it in prod).
+        "slurm-region-quota": {
+            "region": config.region,
+            "quotas": {config.region: config.region_quota.policy_quota()} if config.region_quota else {},
+        },
         "slurm-worker-node-fit": {
             "nodePools": {
                 pool.name: {
@@ -42,6 +48,11 @@ def stack_facts(config: PlatformConfig) -> dict[str, dict[str, Any]]:
 
 def _number(value: Any) -> int | float:
     return int(value) if value == int(value) else float(value)
+
+
+def facts_in_settings(settings: dict[str, Any], facts: dict[str, dict[str, Any]]) -> list[str]:
+    """`policy.key` of each fact the settings set: it belongs to the stack config."""
+    return [f"{name}.{key}" for name, fields in facts.items() if isinstance(settings.get(name), dict) for key in fields if key in settings[name]]
 
 
 def policy_config(settings: dict[str, Any], config: PlatformConfig) -> dict[str, Any]:
@@ -62,8 +73,16 @@ def raw_stack_config(root: Path, stack: str) -> dict[str, Any]:
 
 
 def render(root: Path, stack: str) -> str:
-    settings = json.loads((root / SETTINGS_DIR / f"{stack}.json").read_text())
-    return json.dumps(policy_config(settings, parse_config(raw_stack_config(root, stack))), indent=2) + "\n"
+    path = SETTINGS_DIR / f"{stack}.json"
+    settings = json.loads((root / path).read_text())
+    config = parse_config(raw_stack_config(root, stack))
+    if misplaced := facts_in_settings(settings, stack_facts(config)):
+        raise ValueError(
+            f"{path} sets {', '.join(misplaced)}, which {PROJECT} takes from Pulumi.{stack}.yaml "
+            f"(region, regionQuota, cloud, nodePools); delete {'them' if len(misplaced) > 1 else 'it'} from {path} "
+            f"and declare the stack's own values there (e.g. {PROJECT}:regionQuota from the cloud console)"
+        )
+    return json.dumps(policy_config(settings, config), indent=2) + "\n"
 
 
 def stacks(root: Path) -> list[str]:

@@ -15,6 +15,7 @@ from .fields import Model
 from .ldap import LdapConfig
 from .network import NetworkPoliciesConfig
 from .pools import NodePoolConfig, default_pools
+from .quota import RegionQuotaConfig
 from .slurm import PartitionConfig, SlurmConfig, SlurmOperatorKind
 from .slurm_operators import SLURM_OPERATORS, settings_of
 from .storage import StorageConfig
@@ -38,6 +39,12 @@ class PlatformConfig(Model):
         "(fpt: OpenStack's openstack-internal-load-balancer; alibaba: alibaba-cloud-loadbalancer-address-type). "
         "Unset: inferred where the config leaves no doubt (slurmOperator ack, storage kind alibabaNas, a region "
         "such as cn-hangzhou or hanoi, a cloud's own load-balancer annotation), else fpt.",
+    )
+    region_quota: Optional[RegionQuotaConfig] = Field(
+        None,
+        description="The cloud account's quota in `region`, from the cloud console: `make schema` writes it into the policy "
+        "pack's config (policies/config/<stack>.json), whose slurm-region-quota compares what the stack asks with it. "
+        "Required in prod; unset elsewhere, the policy reports that no quota is declared.",
     )
     cluster: ClusterConfig = ClusterConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()

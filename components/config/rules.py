@@ -15,6 +15,7 @@ from .identity import identity_problems
 from .network import network_policy_problems
 from .platform import PlatformConfig
 from .pools import node_pool_problems
+from .quota import quota_problems
 from .slurm import login_problems, partition_problems
 from .slurm_operators import settings_of
 from .storage import storage_problems
@@ -38,6 +39,7 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
     yield from tenant_problems(config)
     yield from identity_problems(config)
     yield from network_policy_problems(config)
+    yield from quota_problems(config)
     ldap = config.ldap
     seeded = {user for tenant in config.tenants for user in tenant.user_names}
     for user in sorted(set(ldap.display_names) - seeded):

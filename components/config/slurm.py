@@ -156,9 +156,13 @@ class PopulateJailConfig(Model):
 
 
 class ReadinessConfig(Model):
-    """How `pulumi up` awaits the SlurmCluster (never on a render-only stack: there is no cluster to watch)."""
+    """How `pulumi up` awaits Slurm (never on a render-only stack: there is no cluster to watch)."""
 
-    await_available: bool = Field(True, description="Wait until soperator reports .status.phase Available (pulumi.com/waitFor).")
+    await_available: bool = Field(
+        True,
+        description="Wait until the operator reports Slurm ready (pulumi.com/waitFor): soperator's SlurmCluster .status.phase "
+        "Available, ACK's SlurmCluster .status.state ready, every Slinky NodeSet's .status.readyReplicas equal to its replicas.",
+    )
     timeout_minutes: int = Field(
         40,
         ge=5,

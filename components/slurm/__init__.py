@@ -30,8 +30,9 @@ class Rendered:
     ignore_changes: tuple[str, ...] = ()
     # Data (volumes, a tenant's namespace): protected and retained on delete, like the jail.
     keep: bool = False
-    # The cluster custom resource whose status the component reports (phase, unmet conditions),
-    # read back even where nothing awaits it; one the provider awaits (pulumi.com/waitFor) always is.
+    # The cluster custom resource whose status the component reports (phase, unmet conditions, not_ready_message),
+    # read back even where nothing awaits it. One the provider awaits (pulumi.com/waitFor) is read back too,
+    # but reports only when it is this one.
     live_status: bool = False
     # Declared after the live custom resources: its own await needs what the cluster runs (login pods).
     after_cluster: bool = False

@@ -56,9 +56,9 @@ from .common import (
     munged_lines,
     no_live_login,
     no_removed_workers_warning,
-    no_status_message,
     node_port_fields,
     partition_options,
+    readiness_annotations,
     service_account_rbac,
     ssh_command_for,
     ssh_endpoint,
@@ -72,6 +72,9 @@ from .common import (
 )
 
 OPERATOR = "ack-slurm-operator"
+# SlurmCluster.status.state when the cluster is up (ClusterState in the API types of both generations:
+# ready, unhealthy, failed, progressing; `kubectl get slurmcluster` prints it as STATUS), with .status.reason.
+READY_STATE = "ready"
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # workers are dynamic Slurm nodes
 OPERATOR_RELEASE = "ack-slurm-operator"
@@ -365,12 +368,10 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
         mungeConfPath=munge_conf_path(config),
         slurmConfPath=settings.slurm_conf_path,
     )
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "SlurmCluster",
-        "metadata": {"name": config.cluster.name, "namespace": config.cluster.namespace},
-        "spec": spec,
-    }
+    metadata: dict[str, Any] = {"name": config.cluster.name, "namespace": config.cluster.namespace}
+    if annotations := readiness_annotations(config, f"{{.status.state}}={READY_STATE}"):
+        metadata["annotations"] = annotations
+    return {"apiVersion": API_VERSION, "kind": "SlurmCluster", "metadata": metadata, "spec": spec}
 
 
 # --- login, /home, autoscaling RBAC ----------------------------------------------
@@ -714,7 +715,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         *home_volumes(config),
         *system_priority(config),
         Rendered("slurm-conf", slurm_conf_config_map(config)),
-        Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled),
+        Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled, live_status=True),
         *copilot(config),
         *login(config),
     ]
@@ -751,8 +752,21 @@ def service_names(config: PlatformConfig) -> dict[str, str]:
 
 
 live_login_service = no_live_login
-not_ready_message = no_status_message
 removed_workers_warning = no_removed_workers_warning
+
+
+def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
+    """The operator's own words when the live SlurmCluster is not ready; None when it is (or reports nothing yet)."""
+    state = (status or {}).get("state")
+    if not state or state == READY_STATE:
+        return None
+    reason = (status or {}).get("reason")
+    namespace, name = config.cluster.namespace, config.cluster.name
+    return (
+        f"SlurmCluster {namespace}/{name} is {state!r}, not {READY_STATE}"
+        + (f": {reason}" if reason else "")
+        + f". Inspect: kubectl -n {namespace} get slurmcluster {name} -o yaml"
+    )
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:

@@ -108,6 +108,19 @@ def gpu_resources(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 
 
+def awaits_readiness(config: PlatformConfig) -> bool:
+    """`pulumi up` waits until the operator reports Slurm ready (slurm.readiness); a render-only stack has no
+    cluster whose status could be watched."""
+    return config.slurm.readiness.await_available and not config.render_only
+
+
+def readiness_annotations(config: PlatformConfig, jsonpath: str) -> dict[str, str]:
+    """Await `jsonpath` (`{.status.field}=value`) on the object's live status, where the stack awaits readiness. The
+    provider also holds the wait while a `.status.observedGeneration` is behind `metadata.generation`: after an
+    update, the operator's report on the old spec does not end it."""
+    return {WAIT_FOR_ANNOTATION: f"jsonpath={jsonpath}"} if awaits_readiness(config) else {}
+
+
 def awaits_address(config: PlatformConfig) -> dict[str, str]:
     """A login LoadBalancer is ready when the cloud gives it an address: wait for that (a watch),
     not for the provider's default Service await (endpoints, then a 10 s settle). None without a cluster."""

@@ -35,6 +35,7 @@ from .common import (
     no_status_message,
     partition_options,
     private_data,
+    readiness_annotations,
     ssh_command_for,
     ssh_endpoint,
     submount_volumes,
@@ -159,6 +160,9 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
 
 
 def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
+    """One pool's workers. Awaited until every replica is ready: slurmd is configless (it fetches slurm.conf from
+    slurmctld), so a ready NodeSet also means the Controller serves; the Controller's own status (conditions only)
+    reports nothing in 1.2.1."""
     worker = config.slurm.worker
     volumes, mounts = submount_volumes(config)
     ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
@@ -169,10 +173,14 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     slurmd: dict[str, Any] = {"image": image(config, "slurmd"), "resources": container_resources(worker.slurmd, gpu_resources(config, pool))}
     if mounts:
         slurmd["volumeMounts"] = mounts
+    meta = metadata(config, nodeset_name(pool))
+    # A NodeSet of no replicas omits readyReplicas (omitempty): nothing to await.
+    if pool.worker_replicas and (annotations := readiness_annotations(config, f"{{.status.readyReplicas}}={pool.worker_replicas}")):
+        meta["annotations"] = annotations
     return {
         "apiVersion": API_VERSION,
         "kind": "NodeSet",
-        "metadata": metadata(config, nodeset_name(pool)),
+        "metadata": meta,
         "spec": {
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": pool.worker_replicas,

@@ -15,7 +15,7 @@ from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient, PodRoles, Selector
-from .common import SSHD_PORT, WAIT_FOR_ANNOTATION, awaits_address, node_port_fields, resources, unmet_conditions
+from .common import SSHD_PORT, awaits_address, node_port_fields, readiness_annotations, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
 ImageOf = Callable[[PlatformConfig, str], str]
@@ -127,14 +127,8 @@ def exporter_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
     }
 
 
-def awaits_readiness(config: PlatformConfig) -> bool:
-    """A render-only stack has no cluster whose status could be watched."""
-    return config.slurm.readiness.await_available and not config.render_only
-
-
 def slurm_cluster_annotations(config: PlatformConfig) -> dict[str, str]:
-    # pulumi-kubernetes watches the object until the JSONPath matches (its generic await).
-    return {WAIT_FOR_ANNOTATION: f"jsonpath={{.status.phase}}={READY_PHASE}"} if awaits_readiness(config) else {}
+    return readiness_annotations(config, f"{{.status.phase}}={READY_PHASE}")
 
 
 def login_pod_selector(config: PlatformConfig) -> dict[str, str]:

@@ -286,12 +286,19 @@ def stack_demand(resources: list[Any]) -> Demand:
 # slurm-region-quota
 
 
+# Where a quota comes from: the stack config, through `make schema` (tools/policy_configs.py).
+DECLARE_QUOTA = "declare the account's quota in the stack config (slurm-platform:regionQuota) and run make schema"
+
+
 def select_quota(config: Mapping[str, Any]) -> tuple[Optional[str], Optional[Mapping[str, Any]], Optional[str]]:
-    """(region, quota, problem). No quotas configured: (None, None, None)."""
+    """(region, quota, problem). Neither quotas nor a region configured: (None, None, None)."""
     quotas = config_value(config, "quotas", {})
-    if not quotas:
-        return None, None, None
     region = config_value(config, "region", "")
+    if not quotas and not region:
+        return None, None, None
+    if not quotas:
+        # The stack names its region but declares no quota: say so rather than pass on anything.
+        return region, None, violation(f"slurm-region-quota: no quota is declared for region '{region}'", DECLARE_QUOTA)
     if not region:
         if len(quotas) == 1:
             region = next(iter(quotas))
@@ -310,7 +317,7 @@ def select_quota(config: Mapping[str, Any]) -> tuple[Optional[str], Optional[Map
             None,
             violation(
                 f"slurm-region-quota: no quota for region '{region}' (quotas exist for {', '.join(sorted(quotas))})",
-                f"add quotas.{region} to the slurm-region-quota policy config",
+                f"{DECLARE_QUOTA}, or add quotas.{region} to a hand-written slurm-region-quota policy config",
             ),
         )
     return region, quotas[region], None
@@ -337,7 +344,7 @@ def validate_region_quota(args: StackValidationArgs, report: ReportViolation) ->
             violation(
                 f"The stack exceeds the '{region}' quota for {len(exceeded)} dimension(s): " + " | ".join(exceeded),
                 "reduce worker/login size or pod resources, volume sizes or LoadBalancer Services, "
-                f"or raise slurm-region-quota.quotas.{region} once the cloud quota has been raised",
+                f"or raise the '{region}' quota (slurm-platform:regionQuota, then make schema) once the cloud quota has been raised",
             ),
             None,
         )
