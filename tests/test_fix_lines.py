@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.config import PROJECT, ConfigError, parse_config
-from tests.config_walk import KEY, Loc, locate, string_fields, with_value
+from tests.config_walk import KEY, Loc, StringField, locate, string_fields, with_value
 from tests.harness import example_stacks, stack_config
 from tests.test_bad_config import _set
 from tests.test_injection import BASES, base_config
@@ -285,3 +285,34 @@ def test_an_inferred_cloud_says_from_what_where_a_message_depends_on_it():
     raw["slurm"]["login"]["serviceAnnotations"] = {OPENSTACK_INTERNAL: "true", "service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
     lines = problems_of(raw)
     assert any(line.startswith(f"{PROJECT}:cloud: is not set") for line in lines), lines
+
+
+# --- a pattern is said in words --------------------------------------------------------------------
+
+
+def _patterns(field: StringField) -> list[str]:
+    """The regular expressions a string field's type constrains it with (pydantic's `pattern`)."""
+    inner = [item for meta in field.metadata for item in (meta, *getattr(meta, "metadata", ()))]
+    return [pattern for pattern in (getattr(item, "pattern", None) for item in inner) if pattern]
+
+
+PATTERNED = [field for field in string_fields() if _patterns(field)]
+
+
+def test_the_walk_finds_the_pattern_constrained_fields():
+    assert {"region", "ldap.baseDn", "tenants[0].users[0].name", "storage.storageClass.alibabaNas.server"} <= {str(f) for f in PATTERNED}
+
+
+@pytest.mark.parametrize("field", PATTERNED, ids=[str(f) for f in PATTERNED])
+def test_a_value_against_a_pattern_is_told_what_is_allowed_in_words(field):
+    """User names, base DNs with non-ASCII, NAS paths: the message is a sentence, not the regular expression."""
+    base = next((b for b in BASES if locate(base_config(b), field)), next(iter(BASES)))
+    raw = base_config(base)
+    wrong = with_value(raw, field, "Công ty!")
+    located = locate(wrong, field)
+    assert located is not None
+    loc = (*located[0], "[key]") if field.hops[-1] == KEY else located[0]
+    line = line_at(wrong, path_text(loc))
+    assert line is not None and ": must be " in line, line
+    assert "pattern" not in line and not any(pattern in line for pattern in _patterns(field)), line
+    assert not re.search(r"\[[^\]]*-[^\]]*\]|\^|\$|\{\d", line.split("; got ")[0]), line

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field, model_validator
 from slurm_rules import confinement, kube_rules
 
-from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath, SlurmReleaseText
+from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, SafePath, SlurmReleaseText, VolumeSize
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -60,7 +60,7 @@ class HomeNasConfig(Model):
 
     server: Host = Field(..., description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
     path: SafePath = Field("/", description="Directory on the NAS.")
-    size: Quantity = Field("1Ti", description="Size of the /home claim (NAS bills what is used).")
+    size: VolumeSize = Field("1Ti", description="Size of the /home claim (NAS bills what is used).")
     claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
     nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ValidationError
 
 from .cloud import resolve_cloud
-from .fields import PROJECT, Problem, closest, key_path
+from .fields import PATTERN_SENTENCES, PROJECT, Problem, closest, key_path
 from .ldap import REMOVED_KEYS
 from .platform import PlatformConfig
 from .rules import cross_field_problems
@@ -140,7 +140,9 @@ def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mappin
             "`pulumi config set --path 'storage.jail.size' 100Gi` or write the YAML in Pulumi.<stack>.yaml"
         )
     ctx = error.get("ctx") or {}
-    if "expected" in ctx and error["type"] not in ("literal_error", "enum"):  # theirs already list the allowed values
+    if error["type"] == "string_pattern_mismatch":  # pydantic's message is the regular expression
+        message = f"must be {PATTERN_SENTENCES[ctx['pattern']]}"
+    elif "expected" in ctx and error["type"] not in ("literal_error", "enum"):  # theirs already list the allowed values
         message += f" (allowed: {ctx['expected']})"
     elif error["type"] in ("bool_parsing", "bool_type"):
         message += " (allowed: true or false)"
@@ -159,7 +161,9 @@ def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
     loc, value, ctx = tuple(error["loc"]), error.get("input"), error.get("ctx") or {}
     if "[key]" in loc or not loc:
         return ()
-    if error["type"] in ("literal_error", "enum"):
+    if "fix" in ctx:  # the validator's own guess (components/config/fields.py Quantity)
+        candidates = [ctx["fix"]]
+    elif error["type"] in ("literal_error", "enum"):
         allowed = [json.loads(f'"{v}"') for v in re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))]
         candidates = allowed if len(allowed) == 1 else closest(value, allowed) if isinstance(value, str) else []
     elif error["type"] in ("greater_than_equal", "less_than_equal"):

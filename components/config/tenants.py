@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates
+from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates, matching
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -55,7 +55,11 @@ def _check_not_reserved_account(value: str) -> str:
 
 # A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
 POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
-PosixName = Annotated[str, Field(pattern=POSIX_NAME_PATTERN), AfterValidator(_check_not_reserved_posix_name)]
+PosixName = Annotated[
+    str,
+    matching(POSIX_NAME_PATTERN, "a POSIX name: a lower-case letter or _, then up to 31 lower-case letters, digits, _ or -, e.g. alice"),
+    AfterValidator(_check_not_reserved_posix_name),
+]
 
 
 # A uid or gid a researcher's entry may carry: above the system range every distribution reserves (0-999), and
