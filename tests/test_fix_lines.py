@@ -20,10 +20,12 @@ from tests.harness import example_stacks, stack_config
 from tests.test_bad_config import _set
 from tests.test_injection import BASES, base_config
 
+STACK = "lab-hanoi"  # the stack the errors are for: nested fix lines name it
+
 
 def problems_of(raw: dict[str, Any]) -> list[str]:
     try:
-        parse_config(raw)
+        parse_config(raw, stack=STACK)
     except ConfigError as error:
         return [line.strip() for line in str(error).splitlines()[1:]]
     return []
@@ -40,10 +42,13 @@ def _pulumi_path(text: str) -> list[Any]:
 
 
 def apply_fix(raw: dict[str, Any], fix: str) -> dict[str, Any]:
-    """`raw` after the fix line: a Pulumi.<stack>.yaml line for a top-level key, else `pulumi config set --path`."""
+    """`raw` after the fix line: a Pulumi.<stack>.yaml line for a top-level key, else `pulumi config set --path` on
+    this stack (without --stack it would set whichever stack is selected)."""
     changed = copy.deepcopy(raw)
-    if fix.startswith("pulumi config set --path "):
-        path, value = shlex.split(fix.removeprefix("pulumi config set --path "))
+    if fix.startswith("pulumi config set "):
+        words = shlex.split(fix)
+        assert words[:5] == ["pulumi", "config", "set", "--stack", STACK] and words[5] == "--path", fix
+        path, value = words[6:]
         node: Any = changed
         parts = _pulumi_path(path)
         for part in parts[:-1]:
@@ -138,15 +143,19 @@ def test_near_misses_of_the_allowed_values_get_their_fix_line():
         ({"cloud": "alibab", "region": "lab"}, "cloud", f"{PROJECT}:cloud: alibaba"),
         ({"environment": "production"}, "environment", f"{PROJECT}:environment: prod"),
         ({"region": "Cn-Hangzhou"}, "region", f"{PROJECT}:region: cn-hangzhou"),
-        ({"storage.storageClass.kind": "alibaba-nas"}, "storage.storageClass.kind", "pulumi config set --path storage.storageClass.kind alibabaNas"),
-        ({"slurm.worker.size": -1}, "slurm.worker.size", "pulumi config set --path slurm.worker.size 0"),
-        ({"slurm.login.nodePort": 22}, "slurm.login.nodePort", "pulumi config set --path slurm.login.nodePort 30000"),
+        (
+            {"storage.storageClass.kind": "alibaba-nas"},
+            "storage.storageClass.kind",
+            f"pulumi config set --stack {STACK} --path storage.storageClass.kind alibabaNas",
+        ),
+        ({"slurm.worker.size": -1}, "slurm.worker.size", f"pulumi config set --stack {STACK} --path slurm.worker.size 0"),
+        ({"slurm.login.nodePort": 22}, "slurm.login.nodePort", f"pulumi config set --stack {STACK} --path slurm.login.nodePort 30000"),
         (
             {"nodePools[0].taints": [{"key": "gpu", "effect": "noschedule"}]},
             "nodePools[0].taints[0].effect",
-            "pulumi config set --path 'nodePools[0].taints[0].effect' NoSchedule",
+            f"pulumi config set --stack {STACK} --path 'nodePools[0].taints[0].effect' NoSchedule",
         ),
-        ({"cluster.name": "FPT_HPC"}, "cluster.name", "pulumi config set --path cluster.name fpt-hpc"),
+        ({"cluster.name": "FPT_HPC"}, "cluster.name", f"pulumi config set --stack {STACK} --path cluster.name fpt-hpc"),
     ],
 )
 def test_the_fix_line_is_exact(changes, path, fix):
