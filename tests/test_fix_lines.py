@@ -123,6 +123,52 @@ def test_a_refused_near_miss_says_what_is_allowed_and_its_fix_line_fixes_it(base
         assert line_at(fixed, path_text(loc)) is None, (fix, line_at(fixed, path_text(loc)))
 
 
+@pytest.mark.parametrize(("base", "field", "value", "miss"), MISTAKES, ids=[f"{b}:{f}={m}" for b, f, _, m in MISTAKES])
+def test_a_fix_line_changes_case_only_where_the_key_refuses_it_as_written(base, field, value, miss):
+    """A label value, a path, a taint: what the target carries, case and all. Lower case is offered only for a key
+    that refuses the value with its case kept (a DNS name), never to one that would take it (gpuProduct)."""
+    (string_field,) = [f for f in string_fields() if str(f) == field]
+    raw = base_config(base)
+    located = locate(raw, string_field)
+    assert located is not None
+    line = line_at(with_value(raw, string_field, miss), path_text(located[0]))
+    for fix in fixes_in(line or ""):
+        offered = _fixed_value(fix)
+        if isinstance(offered, str) and offered != miss and offered.lower() == offered and any(c.isupper() for c in miss):
+            for case_kept in (miss.strip(), re.sub(r"[\s_]+", "-", miss.strip())):
+                assert line_at(with_value(raw, string_field, case_kept), path_text(located[0])) is not None, (fix, case_kept)
+
+
+def _fixed_value(fix: str) -> Any:
+    if fix.startswith("pulumi config set "):
+        return shlex.split(fix)[-1]
+    return next(iter(yaml.safe_load(fix).values()))
+
+
+@pytest.mark.parametrize(
+    ("product", "fix"),
+    [
+        ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+        (" NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3"),
+        ("Tesla V100-SXM2-16GB", "Tesla-V100-SXM2-16GB"),
+        ("nvidia-h100-80gb-hbm3", None),
+        ("nvidia h100 80gb hbm3", None),  # its dashed form would be refused as lower case: no fix at all
+    ],
+)
+def test_a_gpu_product_is_the_label_the_nodes_carry_case_and_all(product, fix):
+    raw = copy.deepcopy(stack_config("dev"))
+    _set(raw, "nodePools[0].gpuProduct", product)
+    line = line_at(raw, "nodePools[0].gpuProduct")
+    assert line is not None, product
+    if fix is None:
+        assert not fixes_in(line), line
+        if " " not in product:
+            assert "case-sensitive" in line and "kubectl get nodes -L nvidia.com/gpu.product" in line, line
+    else:
+        assert fixes_in(line) == [f"pulumi config set --stack {STACK} --path 'nodePools[0].gpuProduct' {fix}"], line
+        assert line_at(apply_fix(raw, fixes_in(line)[0]), "nodePools[0].gpuProduct") is None
+
+
 def test_near_misses_of_the_allowed_values_get_their_fix_line():
     """Not vacuous: the walk's lower-case, dash and literal fields do get fix lines."""
     fixed = 0

@@ -184,6 +184,18 @@ def _check_cron(value: str) -> str:
     return value
 
 
+def _check_gpu_product(value: str) -> str:
+    # NVIDIA's feature discovery labels a node with the driver's GPU name, '-' for spaces: the name always has
+    # capitals (NVIDIA, Tesla, GeForce, A100), and a label selector matches case and all.
+    if value == value.lower():
+        raise ValueError(
+            "is the nvidia.com/gpu.product label NVIDIA's feature discovery puts on the nodes: the driver's GPU name with - for "
+            "spaces, case and all (e.g. NVIDIA-H100-80GB-HBM3, Tesla-V100-SXM2-16GB); label values are case-sensitive, so an "
+            "all-lower-case one matches no node: copy it from `kubectl get nodes -L nvidia.com/gpu.product`"
+        )
+    return value
+
+
 def _check_rdma_resource_name(value: str) -> str:
     errors = kube_rules.is_qualified_name(f"rdma/{value}")
     if errors:
@@ -493,6 +505,7 @@ ImageTag = Annotated[str, AfterValidator(_check_tag), allowed("an image tag: let
 SlurmReleaseText = Annotated[
     str, AfterValidator(_check_slurm_release), allowed("a Slurm release the program knows, YY.MM or YY.MM.P (22.05 ... 26.05)")
 ]
+GpuProduct = Annotated[LabelValue, AfterValidator(_check_gpu_product), allowed("the nodes' nvidia.com/gpu.product label value, case and all")]
 # A Slurm GRES type as the renders write it (gpu:<type>:<n>): lower-case letters and digits.
 GpuType = Annotated[str, matching(r"^[a-z0-9]{1,32}$", "a GRES type: 1 to 32 lower-case letters and digits, e.g. h100")]
 InterfaceName = Annotated[str, AfterValidator(_check_interface_name), allowed("a network interface name: at most 15 characters, no / or spaces")]

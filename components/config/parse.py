@@ -154,10 +154,13 @@ def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mappin
     return _line(loc, message, value, secret_keys, stack, fix=_fixes(error, raw))
 
 
-# What a value is most often wrong by: case, stray spaces, '_' or spaces for '-'.
+# What a value is most often wrong by: stray spaces, '_' or spaces for '-', case. Its case is kept where the key
+# takes it as written (a node label value is what the node carries, NVIDIA-H100-80GB-HBM3): lower case is tried
+# only after, and fixes only a key that refuses capitals (a DNS name).
 def _near_misses(value: str) -> list[str]:
     trimmed = value.strip()
-    return [trimmed, trimmed.lower(), re.sub(r"[\s_]+", "-", trimmed.lower())]
+    dashed = re.sub(r"[\s_]+", "-", trimmed)
+    return [trimmed, dashed, trimmed.lower(), dashed.lower()]
 
 
 def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import Field
 
-from .fields import DnsLabel, DnsSubdomain, GpuType, LabelValue, Model, NodeCpu, NodeMemory, Problem, QualifiedName, duplicates, matching
+from .fields import DnsLabel, DnsSubdomain, GpuProduct, GpuType, LabelValue, Model, NodeCpu, NodeMemory, Problem, QualifiedName, duplicates, matching
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -46,7 +46,7 @@ class NodePoolConfig(Model):
     selector: dict[QualifiedName, LabelValue] = Field(
         ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
     )
-    gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpu_product: Optional[GpuProduct] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpu_type: Optional[GpuType] = Field(
         None,
         description="Slurm GRES type of the pool's GPUs (users ask --gres=gpu:<type>:<n>): a lower-case part of one word of "
