@@ -371,3 +371,15 @@ def test_a_value_against_a_pattern_is_told_what_is_allowed_in_words(field):
     assert line is not None and ": must be " in line, line
     assert "pattern" not in line and not any(pattern in line for pattern in _patterns(field)), line
     assert not re.search(r"\[[^\]]*-[^\]]*\]|\^|\$|\{\d", line.split("; got ")[0]), line
+
+
+@pytest.mark.parametrize(("value", "fix"), [("2024-11", None), ("2025-06", None), ("2024-6", None), ("v2024-12", None), ("2024_12", "2024-12")])
+def test_no_api_generation_is_guessed_for_the_installed_operator(value, fix):
+    """Which SlurmCluster API the installed ack-slurm-operator serves is the cluster's to say: the error says how to ask
+    it, and offers no generation a spelling is close to (2025-06 is not 2024-06); a value that is one, but for its
+    separator, is the user's own."""
+    raw = {**stack_config("staging-hangzhou")}
+    raw["operators"] = {**raw["operators"], "ackSlurmOperator": {**raw["operators"]["ackSlurmOperator"], "apiGeneration": value}}
+    line = line_at(raw, "operators.ackSlurmOperator.apiGeneration")
+    assert line is not None and "kubectl explain slurmcluster.spec" in line, line
+    assert [_fixed_value(f) for f in fixes_in(line)] == ([fix] if fix else []), line
