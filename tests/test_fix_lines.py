@@ -383,3 +383,35 @@ def test_no_api_generation_is_guessed_for_the_installed_operator(value, fix):
     line = line_at(raw, "operators.ackSlurmOperator.apiGeneration")
     assert line is not None and "kubectl explain slurmcluster.spec" in line, line
     assert [_fixed_value(f) for f in fixes_in(line)] == ([fix] if fix else []), line
+
+
+# --- every fix line offered, on the corpus of realistic mistakes -------------------------------------
+
+
+def _offered() -> list[tuple[str, dict[str, Any], str, str, str]]:
+    """(mistake, its config, the problem's line and key path, a fix line) for every fix line the corpus's errors offer."""
+    from tests.test_bad_config import CORPUS, mistake
+
+    found = []
+    for name, changes, _ in CORPUS:
+        raw = mistake(changes)
+        for line in problems_of(raw):
+            path = line.removeprefix(f"{PROJECT}:").split(": ", 1)[0]
+            found += [(name, raw, line, path, fix) for fix in fixes_in(line)]
+    return found
+
+
+OFFERED = _offered()
+
+
+def test_the_corpus_offers_fix_lines_of_both_kinds():
+    fixes = [fix for *_, fix in OFFERED]
+    assert len(fixes) > 15 and any(f.startswith("pulumi config set --stack ") for f in fixes) and any(f.startswith(f"{PROJECT}:") for f in fixes)
+
+
+@pytest.mark.parametrize(("raw", "line", "path", "fix"), [o[1:] for o in OFFERED], ids=[f"{o[0]}:{o[4]}" for o in OFFERED])
+def test_each_fix_line_offered_names_the_stack_and_fixes_its_problem(raw, line, path, fix):
+    """Checked against every rule, not only the key's own: pasted, the line leaves no problem at its key. Where it is one
+    of several alternatives (two keys that disagree on the cloud), the problem it answers is gone; the other key's stays."""
+    after = line_at(apply_fix(raw, fix), path)
+    assert after is None or (len(fixes_in(line)) > 1 and after != line), (fix, after)

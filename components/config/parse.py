@@ -189,7 +189,8 @@ def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _fixes_it(raw: Mapping[str, Any], loc: tuple[Any, ...], candidate: Any) -> bool:
-    """Whether the config with `candidate` at `loc` has no error there any more."""
+    """Whether the config with `candidate` at `loc` has no problem there any more: neither a field's rule nor one
+    across fields (an image tag that must name the Slurm release, an NFS server the network policies must know)."""
     tried: Any = copy.deepcopy(dict(raw))
     node = tried
     for part in loc[:-1]:
@@ -202,10 +203,20 @@ def _fixes_it(raw: Mapping[str, Any], loc: tuple[Any, ...], candidate: Any) -> b
         return False
     node[loc[-1]] = candidate
     try:
-        PlatformConfig.model_validate(tried)
+        _, problems = _checked(tried)
     except ValidationError as error:
         return all(tuple(e["loc"])[: len(loc)] != loc for e in error.errors())
-    return True
+    return all(tuple(p.path)[: len(loc)] != loc for p in problems)
+
+
+def _checked(raw: Mapping[str, Any]) -> tuple[PlatformConfig, list[Problem]]:
+    """The config, its cloud resolved, and the problems across fields; ValidationError when a field's rule fails."""
+    config = PlatformConfig.model_validate(dict(raw))
+    cloud, origin, problems = resolve_cloud(config, "cloud" in raw)
+    if cloud != config.cloud:
+        config = config.model_copy(update={"cloud": cloud})
+    config._cloud_origin = origin
+    return config, [*problems, *cross_field_problems(config)]
 
 
 def _fail(lines: list[str]) -> ConfigError:
@@ -223,14 +234,9 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     Field rules come first; the rules across fields run once every field is valid.
     """
     try:
-        config = PlatformConfig.model_validate(dict(raw))
+        config, problems = _checked(raw)
     except ValidationError as error:
         raise _fail([_describe(e, secret_keys, raw, stack) for e in error.errors(include_url=False)]) from None
-    cloud, origin, problems = resolve_cloud(config, "cloud" in raw)
-    if cloud != config.cloud:
-        config = config.model_copy(update={"cloud": cloud})
-    config._cloud_origin = origin
-    problems += cross_field_problems(config)
     if problems:
         raise refusal(problems, secret_keys, stack)
     config._secret_keys = frozenset(secret_keys)
