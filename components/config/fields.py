@@ -387,7 +387,7 @@ _SPELLED_UNITS = {
     **{unit.lower(): unit for unit in BINARY_UNITS},
     **{unit.lower() + "b": unit for unit in BINARY_UNITS},
     **{unit.lower() + "b": unit for unit in DECIMAL_UNITS},
-    **{unit.lower(): unit for unit in DECIMAL_UNITS[1:]},
+    **{unit.lower(): unit for unit in DECIMAL_UNITS if unit != "M"},  # m is milli
     **dict.fromkeys(("cpu", "cpus", "core", "cores", "vcpu", "vcpus"), ""),
 }
 
@@ -417,9 +417,6 @@ class Quantity:
         if problem:
             raise PydanticCustomError("quantity", problem + (f"; did you mean {fix}?" if fix else ""), {"fix": fix} if fix else None)
         return value
-
-    def fits(self, value: str) -> bool:
-        return not self.problem(value)[0]
 
     def problem(self, value: str) -> tuple[str, Optional[str]]:
         """What is wrong with `value` ("" when nothing is) and the value likely meant, when one is clear."""
@@ -454,7 +451,7 @@ class Quantity:
         return None if match is None or unit is None or unit not in self.dimension.units else self._fitting(match.group(1) + unit)
 
     def _fitting(self, candidate: Optional[str]) -> Optional[str]:
-        return candidate if candidate is not None and self.fits(candidate) else None
+        return candidate if candidate is not None and not self.problem(candidate)[0] else None
 
 
 def _with_unit(amount: Decimal) -> Optional[str]:
