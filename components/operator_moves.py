@@ -40,7 +40,7 @@ def previous_operator(outputs: dict[str, Any]) -> Optional[dict[str, str]]:
     return None
 
 
-def move_problems(config: PlatformConfig, before: Optional[dict[str, str]]) -> list[Problem]:
+def move_problems(config: PlatformConfig, before: Optional[dict[str, str]], stack: str) -> list[Problem]:
     if before is None:
         return []
     now = deployed_operator(config)
@@ -64,8 +64,8 @@ def move_problems(config: PlatformConfig, before: Optional[dict[str, str]]) -> l
                 f"this stack runs {before['name']} {before['version']} and slurmOperator is now {now['name']}: the switch "
                 f"deletes {before['name']}'s Slurm cluster (slurmctld state, queue, running jobs), while its data volumes "
                 f"and munge key stay, protected and retained. To go ahead, set slurm.operatorSwitch: "
-                f"{{from: {before['name']}, acknowledged: true}} (`pulumi config set --path slurm.operatorSwitch.from "
-                f"{before['name']}` and `pulumi config set --path slurm.operatorSwitch.acknowledged true`)",
+                f"{{from: {before['name']}, acknowledged: true}} (`pulumi config set --stack {stack} --path "
+                f"slurm.operatorSwitch.from {before['name']}` and `pulumi config set --stack {stack} --path slurm.operatorSwitch.acknowledged true`)",
                 switch.model_dump(by_alias=True) if switch else None,
             )
         ]

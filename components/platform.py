@@ -54,9 +54,9 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     # What this stack exported last time: the baseline of the preview-time warnings, and of the
     # operator moves, checked before anything else is registered.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
-    problems = move_problems(config, previous_operator(last_outputs(previous)))
+    problems = move_problems(config, previous_operator(last_outputs(previous)), pulumi.get_stack())
     if problems:
-        raise refusal(problems, config.secret_keys)
+        raise refusal(problems, config.secret_keys, pulumi.get_stack())
     provider = provider or kubernetes_provider(config)
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     namespace = config.cluster.namespace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -26,6 +26,7 @@ class StringField:
 
     hops: tuple[Any, ...]
     optional: frozenset[int]
+    metadata: tuple[Any, ...] = field(default=(), compare=False)  # its type's constraints (e.g. a fields.Quantity)
 
     def __str__(self) -> str:
         text = ""
@@ -60,14 +61,24 @@ def string_fields(model: type[BaseModel] = PlatformConfig) -> list[StringField]:
     return list(_walk(model, (), frozenset()))
 
 
-def _walk(annotation: Any, hops: tuple[Any, ...], optional: frozenset[int]) -> Iterator[StringField]:
+def _annotated(annotation: Any) -> tuple[Any, ...]:
+    """The metadata of Annotated types on the way to the bare type (through Optional)."""
+    if get_origin(annotation) is Annotated:
+        return (*get_args(annotation)[1:], *_annotated(get_args(annotation)[0]))
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(m for a in get_args(annotation) for m in _annotated(a))
+    return ()
+
+
+def _walk(annotation: Any, hops: tuple[Any, ...], optional: frozenset[int], metadata: tuple[Any, ...] = ()) -> Iterator[StringField]:
+    metadata = (*metadata, *_annotated(annotation))
     annotation, _ = _unwrap(annotation)
     origin = get_origin(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        for name, field in annotation.model_fields.items():
-            inner, is_optional = _unwrap(field.annotation)
+        for name, info in annotation.model_fields.items():
+            inner, is_optional = _unwrap(info.annotation)
             nested = isinstance(inner, type) and issubclass(inner, BaseModel) and is_optional
-            yield from _walk(field.annotation, (*hops, field.alias or name), optional | ({len(hops)} if nested else set()))
+            yield from _walk(info.annotation, (*hops, info.alias or name), optional | ({len(hops)} if nested else set()), tuple(info.metadata))
     elif origin is list:
         yield from _walk(get_args(annotation)[0], (*hops, ITEM), optional)
     elif origin is dict:
@@ -75,7 +86,7 @@ def _walk(annotation: Any, hops: tuple[Any, ...], optional: frozenset[int]) -> I
         yield from _walk(key, (*hops, KEY), optional)
         yield from _walk(value, (*hops, VALUE), optional)
     elif _is_text(annotation):
-        yield StringField(hops, optional)
+        yield StringField(hops, optional, metadata)
     # Any (chart values), numbers and booleans: not strings of ours.
 
 

@@ -462,7 +462,7 @@ def test_secret_keys_never_show_their_values():
 def test_a_plain_string_for_a_structured_key_says_how_to_set_it(monkeypatch):
     error, _ = run_main({**stack_config(BASE), "storage": "{jail: {size: 100Gi}}"}, monkeypatch)
     assert "is a plain string that is not a JSON object" in str(error)
-    assert "pulumi config set --path" in str(error)
+    assert "pulumi config set --stack test --path" in str(error)  # the stack under mocks: nested keys are set on it
 
 
 def test_every_problem_is_reported_at_once():

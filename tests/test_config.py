@@ -117,9 +117,9 @@ INVALID = [
     ({"slurm": {"readiness": {"timeoutMinutes": 1}}}, "slurm-platform:slurm.readiness.timeoutMinutes: Input should be greater than or equal to 5"),
     (
         {"storage": {"jail": {"size": "20Gi"}}},
-        'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"',
+        'slurm-platform:storage.jail.size: is less than a jail (a whole OS root filesystem) can be: at least 40Gi; got "20Gi"',
     ),
-    ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be a Kubernetes quantity"),
+    ({"storage": {"jail": {"size": "big"}}}, "slurm-platform:storage.jail.size: must be an amount with a byte unit"),
     ({"cluster": {"name": "FPT_HPC"}}, "slurm-platform:cluster.name: a DNS-1035 label must consist of lower case alphanumeric characters"),
     ({"slurm": {"worker": {"size": -1}}}, "slurm-platform:slurm.worker.size: Input should be greater than or equal to 0"),
     ({"slurm": {"worker": {"cgroupVersion": "v3"}}}, "slurm-platform:slurm.worker.cgroupVersion: Input should be 'v1' or 'v2'"),
@@ -184,7 +184,7 @@ INVALID = [
         {"kubernetes": {"renderYamlToDirectory": "out"}, "ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}},
         "slurm-platform:ldap.tls.enabled: needs a cluster: the clients' CA is read from the TLS Secret",
     ),
-    ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: String should match pattern"),
+    ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: must be a base DN of dc=, o= or ou= parts"),
     ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
     (
         {"environment": "prod", "slurm": {"login": {"serviceType": "LoadBalancer"}}},
@@ -306,7 +306,7 @@ def test_config_is_read_from_the_stack(monkeypatch):
     )
     with pytest.raises(ConfigError) as caught:
         load_config()
-    assert "slurm-platform:region: String should match pattern" in str(caught.value)
+    assert "slurm-platform:region: must be lower-case letters, digits and -" in str(caught.value)
     runtime_config.set_all_config({"slurm-platform:environment": "staging", "slurm-platform:storage": '{"jail": {"size": "200Gi"}}'})
     config = load_config()
     assert config.environment == "staging" and config.storage.jail.size == "200Gi"

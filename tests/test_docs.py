@@ -63,7 +63,7 @@ def test_allowed_values_and_defaults_come_from_the_model():
     assert found["environment"].allowed == "`local`, `dev`, `staging`, `prod`"
     assert found["environment"].default == "`dev`"
     assert found["nodePools[].gpusPerNode"].allowed == "≥ 0; ≤ 16"
-    assert found["storage.jail.size"].allowed == "a Kubernetes quantity of at least 40Gi"
+    assert found["storage.jail.size"].allowed == "bytes with a unit (64Gi, 500Mi, 1T), 40Gi to 100Pi"
     assert found["nodePools"].default == "below the table" and found["nodePools"].long_default[0]["name"] == "gpu"
     assert found["tenants"].default == "`[]`"
     assert found["slurm.ack"].default == "unset; its keys below"

@@ -15,15 +15,17 @@ import pytest
 import yaml
 
 from components.config import PROJECT, ConfigError, parse_config
-from tests.config_walk import KEY, Loc, locate, string_fields, with_value
+from tests.config_walk import KEY, Loc, StringField, locate, string_fields, with_value
 from tests.harness import example_stacks, stack_config
 from tests.test_bad_config import _set
 from tests.test_injection import BASES, base_config
 
+STACK = "lab-hanoi"  # the stack the errors are for: nested fix lines name it
+
 
 def problems_of(raw: dict[str, Any]) -> list[str]:
     try:
-        parse_config(raw)
+        parse_config(raw, stack=STACK)
     except ConfigError as error:
         return [line.strip() for line in str(error).splitlines()[1:]]
     return []
@@ -40,10 +42,13 @@ def _pulumi_path(text: str) -> list[Any]:
 
 
 def apply_fix(raw: dict[str, Any], fix: str) -> dict[str, Any]:
-    """`raw` after the fix line: a Pulumi.<stack>.yaml line for a top-level key, else `pulumi config set --path`."""
+    """`raw` after the fix line: a Pulumi.<stack>.yaml line for a top-level key, else `pulumi config set --path` on
+    this stack (without --stack it would set whichever stack is selected)."""
     changed = copy.deepcopy(raw)
-    if fix.startswith("pulumi config set --path "):
-        path, value = shlex.split(fix.removeprefix("pulumi config set --path "))
+    if fix.startswith("pulumi config set "):
+        words = shlex.split(fix)
+        assert words[:5] == ["pulumi", "config", "set", "--stack", STACK] and words[5] == "--path", fix
+        path, value = words[6:]
         node: Any = changed
         parts = _pulumi_path(path)
         for part in parts[:-1]:
@@ -118,6 +123,52 @@ def test_a_refused_near_miss_says_what_is_allowed_and_its_fix_line_fixes_it(base
         assert line_at(fixed, path_text(loc)) is None, (fix, line_at(fixed, path_text(loc)))
 
 
+@pytest.mark.parametrize(("base", "field", "value", "miss"), MISTAKES, ids=[f"{b}:{f}={m}" for b, f, _, m in MISTAKES])
+def test_a_fix_line_changes_case_only_where_the_key_refuses_it_as_written(base, field, value, miss):
+    """A label value, a path, a taint: what the target carries, case and all. Lower case is offered only for a key
+    that refuses the value with its case kept (a DNS name), never to one that would take it (gpuProduct)."""
+    (string_field,) = [f for f in string_fields() if str(f) == field]
+    raw = base_config(base)
+    located = locate(raw, string_field)
+    assert located is not None
+    line = line_at(with_value(raw, string_field, miss), path_text(located[0]))
+    for fix in fixes_in(line or ""):
+        offered = _fixed_value(fix)
+        if isinstance(offered, str) and offered != miss and offered.lower() == offered and any(c.isupper() for c in miss):
+            for case_kept in (miss.strip(), re.sub(r"[\s_]+", "-", miss.strip())):
+                assert line_at(with_value(raw, string_field, case_kept), path_text(located[0])) is not None, (fix, case_kept)
+
+
+def _fixed_value(fix: str) -> Any:
+    if fix.startswith("pulumi config set "):
+        return shlex.split(fix)[-1]
+    return next(iter(yaml.safe_load(fix).values()))
+
+
+@pytest.mark.parametrize(
+    ("product", "fix"),
+    [
+        ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+        (" NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3"),
+        ("Tesla V100-SXM2-16GB", "Tesla-V100-SXM2-16GB"),
+        ("nvidia-h100-80gb-hbm3", None),
+        ("nvidia h100 80gb hbm3", None),  # its dashed form would be refused as lower case: no fix at all
+    ],
+)
+def test_a_gpu_product_is_the_label_the_nodes_carry_case_and_all(product, fix):
+    raw = copy.deepcopy(stack_config("dev"))
+    _set(raw, "nodePools[0].gpuProduct", product)
+    line = line_at(raw, "nodePools[0].gpuProduct")
+    assert line is not None, product
+    if fix is None:
+        assert not fixes_in(line), line
+        if " " not in product:
+            assert "case-sensitive" in line and "kubectl get nodes -L nvidia.com/gpu.product" in line, line
+    else:
+        assert fixes_in(line) == [f"pulumi config set --stack {STACK} --path 'nodePools[0].gpuProduct' {fix}"], line
+        assert line_at(apply_fix(raw, fixes_in(line)[0]), "nodePools[0].gpuProduct") is None
+
+
 def test_near_misses_of_the_allowed_values_get_their_fix_line():
     """Not vacuous: the walk's lower-case, dash and literal fields do get fix lines."""
     fixed = 0
@@ -138,15 +189,19 @@ def test_near_misses_of_the_allowed_values_get_their_fix_line():
         ({"cloud": "alibab", "region": "lab"}, "cloud", f"{PROJECT}:cloud: alibaba"),
         ({"environment": "production"}, "environment", f"{PROJECT}:environment: prod"),
         ({"region": "Cn-Hangzhou"}, "region", f"{PROJECT}:region: cn-hangzhou"),
-        ({"storage.storageClass.kind": "alibaba-nas"}, "storage.storageClass.kind", "pulumi config set --path storage.storageClass.kind alibabaNas"),
-        ({"slurm.worker.size": -1}, "slurm.worker.size", "pulumi config set --path slurm.worker.size 0"),
-        ({"slurm.login.nodePort": 22}, "slurm.login.nodePort", "pulumi config set --path slurm.login.nodePort 30000"),
+        (
+            {"storage.storageClass.kind": "alibaba-nas"},
+            "storage.storageClass.kind",
+            f"pulumi config set --stack {STACK} --path storage.storageClass.kind alibabaNas",
+        ),
+        ({"slurm.worker.size": -1}, "slurm.worker.size", f"pulumi config set --stack {STACK} --path slurm.worker.size 0"),
+        ({"slurm.login.nodePort": 22}, "slurm.login.nodePort", f"pulumi config set --stack {STACK} --path slurm.login.nodePort 30000"),
         (
             {"nodePools[0].taints": [{"key": "gpu", "effect": "noschedule"}]},
             "nodePools[0].taints[0].effect",
-            "pulumi config set --path 'nodePools[0].taints[0].effect' NoSchedule",
+            f"pulumi config set --stack {STACK} --path 'nodePools[0].taints[0].effect' NoSchedule",
         ),
-        ({"cluster.name": "FPT_HPC"}, "cluster.name", "pulumi config set --path cluster.name fpt-hpc"),
+        ({"cluster.name": "FPT_HPC"}, "cluster.name", f"pulumi config set --stack {STACK} --path cluster.name fpt-hpc"),
     ],
 )
 def test_the_fix_line_is_exact(changes, path, fix):
@@ -285,3 +340,78 @@ def test_an_inferred_cloud_says_from_what_where_a_message_depends_on_it():
     raw["slurm"]["login"]["serviceAnnotations"] = {OPENSTACK_INTERNAL: "true", "service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
     lines = problems_of(raw)
     assert any(line.startswith(f"{PROJECT}:cloud: is not set") for line in lines), lines
+
+
+# --- a pattern is said in words --------------------------------------------------------------------
+
+
+def _patterns(field: StringField) -> list[str]:
+    """The regular expressions a string field's type constrains it with (pydantic's `pattern`)."""
+    inner = [item for meta in field.metadata for item in (meta, *getattr(meta, "metadata", ()))]
+    return [pattern for pattern in (getattr(item, "pattern", None) for item in inner) if pattern]
+
+
+PATTERNED = [field for field in string_fields() if _patterns(field)]
+
+
+def test_the_walk_finds_the_pattern_constrained_fields():
+    assert {"region", "ldap.baseDn", "tenants[0].users[0].name", "storage.storageClass.alibabaNas.server"} <= {str(f) for f in PATTERNED}
+
+
+@pytest.mark.parametrize("field", PATTERNED, ids=[str(f) for f in PATTERNED])
+def test_a_value_against_a_pattern_is_told_what_is_allowed_in_words(field):
+    """User names, base DNs with non-ASCII, NAS paths: the message is a sentence, not the regular expression."""
+    base = next((b for b in BASES if locate(base_config(b), field)), next(iter(BASES)))
+    raw = base_config(base)
+    wrong = with_value(raw, field, "Công ty!")
+    located = locate(wrong, field)
+    assert located is not None
+    loc = (*located[0], "[key]") if field.hops[-1] == KEY else located[0]
+    line = line_at(wrong, path_text(loc))
+    assert line is not None and ": must be " in line, line
+    assert "pattern" not in line and not any(pattern in line for pattern in _patterns(field)), line
+    assert not re.search(r"\[[^\]]*-[^\]]*\]|\^|\$|\{\d", line.split("; got ")[0]), line
+
+
+@pytest.mark.parametrize(("value", "fix"), [("2024-11", None), ("2025-06", None), ("2024-6", None), ("v2024-12", None), ("2024_12", "2024-12")])
+def test_no_api_generation_is_guessed_for_the_installed_operator(value, fix):
+    """Which SlurmCluster API the installed ack-slurm-operator serves is the cluster's to say: the error says how to ask
+    it, and offers no generation a spelling is close to (2025-06 is not 2024-06); a value that is one, but for its
+    separator, is the user's own."""
+    raw = {**stack_config("staging-hangzhou")}
+    raw["operators"] = {**raw["operators"], "ackSlurmOperator": {**raw["operators"]["ackSlurmOperator"], "apiGeneration": value}}
+    line = line_at(raw, "operators.ackSlurmOperator.apiGeneration")
+    assert line is not None and "kubectl explain slurmcluster.spec" in line, line
+    assert [_fixed_value(f) for f in fixes_in(line)] == ([fix] if fix else []), line
+
+
+# --- every fix line offered, on the corpus of realistic mistakes -------------------------------------
+
+
+def _offered() -> list[tuple[str, dict[str, Any], str, str, str]]:
+    """(mistake, its config, the problem's line and key path, a fix line) for every fix line the corpus's errors offer."""
+    from tests.test_bad_config import CORPUS, mistake
+
+    found = []
+    for name, changes, _ in CORPUS:
+        raw = mistake(changes)
+        for line in problems_of(raw):
+            path = line.removeprefix(f"{PROJECT}:").split(": ", 1)[0]
+            found += [(name, raw, line, path, fix) for fix in fixes_in(line)]
+    return found
+
+
+OFFERED = _offered()
+
+
+def test_the_corpus_offers_fix_lines_of_both_kinds():
+    fixes = [fix for *_, fix in OFFERED]
+    assert len(fixes) > 15 and any(f.startswith("pulumi config set --stack ") for f in fixes) and any(f.startswith(f"{PROJECT}:") for f in fixes)
+
+
+@pytest.mark.parametrize(("raw", "line", "path", "fix"), [o[1:] for o in OFFERED], ids=[f"{o[0]}:{o[4]}" for o in OFFERED])
+def test_each_fix_line_offered_names_the_stack_and_fixes_its_problem(raw, line, path, fix):
+    """Checked against every rule, not only the key's own: pasted, the line leaves no problem at its key. Where it is one
+    of several alternatives (two keys that disagree on the cloud), the problem it answers is gone; the other key's stays."""
+    after = line_at(apply_fix(raw, fix), path)
+    assert after is None or (len(fixes_in(line)) > 1 and after != line), (fix, after)

@@ -132,8 +132,8 @@ def test_the_fit_check_places_kueue_cells_on_the_nodes_that_are_not_slurm_worker
     with pytest.raises(ConfigError) as refused:
         parse_config(raw)
     assert (
-        "slurm-platform:tenants: pool 'h100' cannot hold the guaranteed 8-GPU cells: 2 needed, 1 available (asked by llm, vision) "
-        "(Kueue: the nodes that are not Slurm workers)" in str(refused.value)
+        "slurm-platform:tenants: pool 'h100' has 8 GPUs on its 1 Kueue nodes (those that are not Slurm workers), 8 each, and the "
+        "tenants' kueueCells there ask 16: llm 8 (1 x 8), vision 8 (1 x 8); 8 GPUs more than it has" in str(refused.value)
     )
     raw["nodePools"][0]["nodeCount"] = 6
     assert parse_config(raw).tenants[0].kueue_cells

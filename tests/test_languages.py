@@ -144,7 +144,7 @@ def test_display_names_written_with_combining_accents_are_stored_composed():
         ({"displayNames": {"Nguyễn": VIETNAMESE_NAME}}, "ldap.displayNames", "(the key)"),
         ({"displayNames": {"dave": "Dave"}}, "ldap.displayNames.dave", "no tenant lists"),
         # The base DN stays an identifier.
-        ({"baseDn": "o=Công ty,dc=example"}, "ldap.baseDn", "should match pattern"),
+        ({"baseDn": "o=Công ty,dc=example"}, "ldap.baseDn", "a name in another script goes in ldap.organisation"),
     ],
 )
 def test_text_that_no_target_carries_and_identifiers_are_refused_by_key_path(keys, path, said):

@@ -243,8 +243,23 @@ def test_config_refuses_over_commitment_naming_pool_size_counts_and_tenants():
     whole = {"pool": pool["name"], "gpusPerCell": 8, "cells": pool["nodeCount"]}
     with pytest.raises(ConfigError) as raised:
         with_tenants({"name": "team-a", "cells": [whole]}, {"name": "team-b", "cells": [{**whole, "cells": 1}]})
-    expected = f"pool '{pool['name']}' cannot hold the guaranteed 8-GPU cells: {pool['nodeCount'] + 1} needed, {pool['nodeCount']} available (asked by team-a, team-b)"
+    nodes = pool["nodeCount"]
+    expected = (
+        f"pool '{pool['name']}' has {8 * nodes} GPUs on its {nodes} Slurm worker nodes, 8 each, and the tenants' cells there ask "
+        f"{8 * nodes + 8}: team-a {8 * nodes} ({nodes} x 8), team-b 8 (1 x 8); 8 GPUs more than it has (8-GPU cells: {nodes + 1} needed, "
+        f"{nodes} available): lower those guarantees by 8 GPUs, or add nodes"
+    )
     assert f"slurm-platform:tenants: {expected}" in str(raised.value)
+
+
+def test_cells_that_fit_in_number_but_not_in_place_are_told_so():
+    pool = gpu_pool()
+    five = {"pool": pool["name"], "gpusPerCell": 5, "cells": pool["nodeCount"]}
+    with pytest.raises(ConfigError) as raised:
+        with_tenants({"name": "team-a", "cells": [five]}, {"name": "team-b", "cells": [{**five, "cells": 1}]})
+    (line,) = [line for line in str(raised.value).splitlines() if "slurm-platform:tenants:" in line]
+    assert f"team-a {5 * pool['nodeCount']} ({pool['nodeCount']} x 5), team-b 5 (1 x 5)" in line
+    assert "they fit in number but not in place, as a cell's GPUs are on one node" in line and "more than it has" not in line, line
 
 
 def test_tenants_absent_change_nothing():
@@ -605,7 +620,7 @@ def test_the_lab_stack_is_the_labs_first_layout_and_takes_its_second():
     ]
     assert parse_config({**raw, "tenants": both_in_one_vc}).tenants[0].guaranteed_gpus == 2
     # HiveD's crash case, refused at preview instead: a second VC on Carol's one-GPU machine.
-    with pytest.raises(ConfigError, match=r"pool 'gpu-c' cannot hold the guaranteed 1-GPU cells: 2 needed, 1 available \(asked by default, vc1\)"):
+    with pytest.raises(ConfigError, match=r"pool 'gpu-c' has 1 GPUs .* ask 2: default 1 \(1 x 1\), vc1 1 \(1 x 1\); 1 GPUs more than it has"):
         parse_config({**raw, "tenants": [{**t, "cells": [{"pool": "gpu-c", "gpusPerCell": 1, "cells": 1}]} for t in raw["tenants"]]})
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, get_args
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 from slurm_rules import confinement, kube_rules
 
-from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, Quantity, SafePath, SlurmReleaseText
+from .fields import ChartConfig, ConfLine, DnsLabel, DnsSubdomain, Host, ImageReference, Model, Problem, SafePath, SlurmReleaseText, VolumeSize
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -30,6 +31,23 @@ def workers_sized_by_worker_size(config: PlatformConfig) -> bool:
     return False  # per pool
 
 
+# The SlurmCluster APIs of ack-slurm-operator's releases. Which one an installed operator serves is known to the
+# cluster only (the chart is not public, nor which of its versions serves which): a value that is neither is told
+# how to ask it, and given no generation guessed from its spelling.
+ApiGeneration = Literal["2024-06", "2024-12"]
+
+
+def _served_api(value: Any) -> Any:
+    if value not in get_args(ApiGeneration):
+        raise PydanticCustomError(
+            "ack_api_generation",
+            "must be the SlurmCluster API the installed ack-slurm-operator serves, 2024-06 (spec.headGroupSpec) or 2024-12 "
+            "(spec.slurmctld), and which one cannot be told from this value: ask the cluster, `kubectl explain slurmcluster.spec` "
+            "lists slurmctld on 2024-12 and headGroupSpec on 2024-06",
+        )
+    return value
+
+
 class AckSlurmOperatorConfig(ChartConfig):
     """Alibaba's ack-slurm-operator. Its chart is not public: the guide installs it from the ACK marketplace."""
 
@@ -39,7 +57,7 @@ class AckSlurmOperatorConfig(ChartConfig):
     )
     version: str = Field("", description="Chart version (required with install: true).")
     repository: str = Field("", description="Where the chart is mirrored (required with install: true).")
-    api_generation: Literal["2024-06", "2024-12"] = Field(
+    api_generation: Annotated[ApiGeneration, BeforeValidator(_served_api)] = Field(
         "2024-12",
         description="SlurmCluster API the installed operator serves: 2024-06 (spec.headGroupSpec) or 2024-12 (spec.slurmctld, slurmdbd, slurmrestd).",
     )
@@ -60,7 +78,7 @@ class HomeNasConfig(Model):
 
     server: Host = Field(..., description="NAS mount target, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
     path: SafePath = Field("/", description="Directory on the NAS.")
-    size: Quantity = Field("1Ti", description="Size of the /home claim (NAS bills what is used).")
+    size: VolumeSize = Field("1Ti", description="Size of the /home claim (NAS bills what is used).")
     claim_name: DnsLabel = Field("slurm-home-pvc", description="PersistentVolumeClaim mounted at /home in every pod.")
     nfs_version: Literal["3", "4.0"] = Field("3", description="NFS protocol version (the CSI driver's `vers`).")
 

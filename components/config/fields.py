@@ -16,8 +16,9 @@ from urllib.parse import urlparse
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError, core_schema
 from slurm_rules import kube_rules, slurm_release
 
 PROJECT = "slurm-platform"
@@ -45,22 +46,6 @@ def _rule(check: Callable[[str], list[str]]) -> AfterValidator:
 def _number_as_text(value: Any) -> Any:
     # A bare YAML number (`cpu: 8`) is a quantity, as the API server takes it; `true` is not.
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
-
-def _check_positive_quantity(value: str) -> str:
-    try:
-        amount = kube_rules.parse_quantity(value)
-    except ValueError:
-        raise ValueError("must be a Kubernetes quantity such as 100Gi, 1500m or 8") from None
-    if amount <= 0:
-        raise ValueError("must be greater than zero")
-    return value
-
-
-def _check_jail_size(value: str) -> str:
-    if quantity_value(value) < quantity_value(MIN_JAIL_SIZE):
-        raise ValueError(f"must be at least {MIN_JAIL_SIZE}: the jail holds a whole OS root filesystem")
-    return value
 
 
 def _check_cidr(value: str) -> str:
@@ -199,6 +184,18 @@ def _check_cron(value: str) -> str:
     return value
 
 
+def _check_gpu_product(value: str) -> str:
+    # NVIDIA's feature discovery labels a node with the driver's GPU name, '-' for spaces: the name always has
+    # capitals (NVIDIA, Tesla, GeForce, A100), and a label selector matches case and all.
+    if value == value.lower():
+        raise ValueError(
+            "is the nvidia.com/gpu.product label NVIDIA's feature discovery puts on the nodes: the driver's GPU name with - for "
+            "spaces, case and all (e.g. NVIDIA-H100-80GB-HBM3, Tesla-V100-SXM2-16GB); label values are case-sensitive, so an "
+            "all-lower-case one matches no node: copy it from `kubectl get nodes -L nvidia.com/gpu.product`"
+        )
+    return value
+
+
 def _check_rdma_resource_name(value: str) -> str:
     errors = kube_rules.is_qualified_name(f"rdma/{value}")
     if errors:
@@ -292,7 +289,6 @@ def _check_public_key(value: str) -> str:
 PublicKey = Annotated[str, AfterValidator(_check_public_key)]
 
 
-MIN_JAIL_SIZE = "40Gi"
 # soperator and this program name Services <cluster>-login-svc and <cluster>-login-ssh:
 # DNS-1035 labels, so the cluster name leaves room for the longest suffix.
 DERIVED_SERVICE_SUFFIXES = ("-login-svc", "-login-ssh")
@@ -348,19 +344,134 @@ def _check_cluster_name(value: str) -> str:
     return value
 
 
+# What each pattern-constrained string allows, as a sentence: pydantic's own error prints the regular expression.
+PATTERN_SENTENCES: dict[str, str] = {}
+
+
+def matching(pattern: str, sentence: str) -> Any:
+    """A string matching `pattern`, which errors (components/config/parse.py) and the reference describe as `sentence`
+    ("must be <sentence>"), never as the regular expression."""
+    PATTERN_SENTENCES[pattern] = sentence
+    return Field(pattern=pattern, json_schema_extra={"x-allowed": sentence})
+
+
 def allowed(text: str) -> Any:
     """What a checked string type accepts, for people: the configuration reference's "allowed" column
     (`make docs`) reads it from the JSON Schema, where the check itself cannot be written."""
     return Field(json_schema_extra={"x-allowed": text})
 
 
-Quantity = Annotated[
-    str,
-    BeforeValidator(_number_as_text),
-    AfterValidator(_check_positive_quantity),
-    allowed("a Kubernetes quantity greater than zero (100Gi, 1500m, 8)"),
-]
-JailSize = Annotated[Quantity, AfterValidator(_check_jail_size), allowed(f"a Kubernetes quantity of at least {MIN_JAIL_SIZE}")]
+# Quantities: each key takes its own dimension (CPUs, or bytes with a unit), in the magnitudes of what it
+# describes; the bounds only refuse what no real node, container or volume has (a typo's unit, a few KB of memory).
+BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+DECIMAL_UNITS = ("k", "M", "G", "T", "P", "E")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    units: tuple[str, ...]  # the suffixes it is written with ("": none)
+    form: str  # how it is written, for people
+    short: str  # the same, for the configuration reference
+
+
+CPU = Dimension("cpu", ("", "m"), "a number of CPUs (8, 0.5) or of millicores (1500m)", "CPUs (8, 0.5) or millicores (1500m)")
+BYTES = Dimension(
+    "bytes",
+    BINARY_UNITS + DECIMAL_UNITS,
+    "an amount with a byte unit, Ki Mi Gi Ti Pi Ei (powers of 1024) or k M G T P E (powers of 1000), e.g. 64Gi",
+    "bytes with a unit (64Gi, 500Mi, 1T)",
+)
+# How people write units that Kubernetes spells otherwise: 64gi, 100GB, 1.5 TiB, 112 cores.
+_SPELLED_UNITS = {
+    **{unit.lower(): unit for unit in BINARY_UNITS},
+    **{unit.lower() + "b": unit for unit in BINARY_UNITS},
+    **{unit.lower() + "b": unit for unit in DECIMAL_UNITS},
+    **{unit.lower(): unit for unit in DECIMAL_UNITS if unit != "M"},  # m is milli
+    **dict.fromkeys(("cpu", "cpus", "core", "cores", "vcpu", "vcpus"), ""),
+}
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A Kubernetes quantity of one dimension between `least` and `most`, the magnitudes `what` can have: the
+    metadata of a quantity key's type (`Annotated[str, Quantity(...)]`). Refusals say what was likely meant."""
+
+    dimension: Dimension
+    least: str
+    most: str
+    what: str  # e.g. "a node's allocatable memory"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(
+            _number_as_text, core_schema.no_info_after_validator_function(self._check, handler(source))
+        )
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        shown = handler(schema)
+        shown["x-allowed"] = f"{self.dimension.short}, {self.least} to {self.most}"
+        return shown
+
+    def _check(self, value: str) -> str:
+        problem, fix = self.problem(value)
+        if problem:
+            raise PydanticCustomError("quantity", problem + (f"; did you mean {fix}?" if fix else ""), {"fix": fix} if fix else None)
+        return value
+
+    def problem(self, value: str) -> tuple[str, Optional[str]]:
+        """What is wrong with `value` ("" when nothing is) and the value likely meant, when one is clear."""
+        try:
+            suffix = kube_rules.quantity_suffix(value)
+        except ValueError:
+            return f"must be {self.dimension.form}", self._respelled(value)
+        amount = quantity_value(value)
+        number = value[: len(value) - len(suffix)]
+        if suffix not in self.dimension.units:
+            return self._wrong_unit(value, number, suffix, amount)
+        if amount < quantity_value(self.least):
+            return f"is less than {self.what} can be: at least {self.least}", None
+        if amount > quantity_value(self.most):
+            return f"is more than {self.what} can be: at most {self.most}", None
+        return "", None
+
+    def _wrong_unit(self, value: str, number: str, suffix: str, amount: Decimal) -> tuple[str, Optional[str]]:
+        if self.dimension is CPU and suffix in BYTES.units:
+            return f"is a CPU count, {CPU.form}; {suffix} is a byte unit", self._fitting(number)
+        if self.dimension is BYTES and suffix == "":
+            return f"has no unit, so it would be {plain_number(amount)} bytes; it must be {BYTES.form}", self._fitting(
+                _with_unit(amount) if amount >= 2**20 else f"{number}Gi"
+            )
+        if self.dimension is BYTES and suffix == "m":
+            return f"is {plain_number(amount)} bytes: m is milli (a thousandth), not mega; it must be {BYTES.form}", self._fitting(f"{number}Mi")
+        return f"must be {self.dimension.form}, not {value}", None
+
+    def _respelled(self, value: str) -> Optional[str]:
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        unit = _SPELLED_UNITS.get(match.group(2).lower()) if match else None
+        return None if match is None or unit is None or unit not in self.dimension.units else self._fitting(match.group(1) + unit)
+
+    def _fitting(self, candidate: Optional[str]) -> Optional[str]:
+        return candidate if candidate is not None and not self.problem(candidate)[0] else None
+
+
+def _with_unit(amount: Decimal) -> Optional[str]:
+    """A byte count in the largest unit it is a whole number of (68719476736 -> 64Gi), or None."""
+    for units, base in ((BINARY_UNITS, 1024), (DECIMAL_UNITS, 1000)):
+        for power, unit in reversed(list(enumerate(units, start=1))):
+            if amount % base**power == 0:
+                return f"{plain_number(amount / base**power)}{unit}"
+    return None
+
+
+NodeCpu = Annotated[str, Quantity(CPU, "1", "4096", "a node's allocatable CPU")]
+NodeMemory = Annotated[str, Quantity(BYTES, "1Gi", "64Ti", "a node's allocatable memory")]
+CpuRequest = Annotated[str, Quantity(CPU, "1m", "4096", "a container's CPU request")]
+MemoryRequest = Annotated[str, Quantity(BYTES, "1Mi", "64Ti", "a container's memory request")]
+StorageRequest = Annotated[str, Quantity(BYTES, "1Mi", "100Pi", "a container's ephemeral storage request")]
+SharedMemorySize = Annotated[str, Quantity(BYTES, "1Mi", "64Ti", "a node's /dev/shm")]
+VolumeSize = Annotated[str, Quantity(BYTES, "1Mi", "100Pi", "a volume")]
+MIN_JAIL_SIZE = "40Gi"
+JailSize = Annotated[str, Quantity(BYTES, MIN_JAIL_SIZE, "100Pi", "a jail (a whole OS root filesystem)")]
 DnsLabel = Annotated[str, _rule(kube_rules.is_dns1123_label), allowed("a DNS-1123 label: lowercase letters, digits and -, at most 63")]
 DnsSubdomain = Annotated[
     str, _rule(kube_rules.is_dns1123_subdomain), allowed("a DNS-1123 subdomain: lowercase letters, digits, - and ., at most 253")
@@ -391,8 +502,9 @@ ImageTag = Annotated[str, AfterValidator(_check_tag), allowed("an image tag: let
 SlurmReleaseText = Annotated[
     str, AfterValidator(_check_slurm_release), allowed("a Slurm release the program knows, YY.MM or YY.MM.P (22.05 ... 26.05)")
 ]
+GpuProduct = Annotated[LabelValue, AfterValidator(_check_gpu_product), allowed("the nodes' nvidia.com/gpu.product label value, case and all")]
 # A Slurm GRES type as the renders write it (gpu:<type>:<n>): lower-case letters and digits.
-GpuType = Annotated[str, Field(pattern=r"^[a-z0-9]{1,32}$"), allowed("a GRES type: 1 to 32 lower-case letters and digits")]
+GpuType = Annotated[str, matching(r"^[a-z0-9]{1,32}$", "a GRES type: 1 to 32 lower-case letters and digits, e.g. h100")]
 InterfaceName = Annotated[str, AfterValidator(_check_interface_name), allowed("a network interface name: at most 15 characters, no / or spaces")]
 KubernetesGroup = Annotated[str, AfterValidator(_check_kubernetes_group), allowed("a group as the authenticator names it, not a system: group")]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -433,9 +545,9 @@ class ChartConfig(Model):
 class PodResources(Model):
     """A container's requests."""
 
-    cpu: Quantity = Field(..., description="CPU request (1500m, 2).")
-    memory: Quantity = Field(..., description="Memory request (3Gi).")
-    ephemeral_storage: Quantity = Field(..., description="Ephemeral storage request (20Gi).")
+    cpu: CpuRequest = Field(..., description="CPU request (1500m, 2).")
+    memory: MemoryRequest = Field(..., description="Memory request (3Gi).")
+    ephemeral_storage: StorageRequest = Field(..., description="Ephemeral storage request (20Gi).")
 
 
 class WorkerResources(PodResources):

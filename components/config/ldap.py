@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 from pydantic import Field
 
-from .fields import DnsSubdomain, HumanText, ImageReference, Model, Quantity
+from .fields import DnsSubdomain, HumanText, ImageReference, Model, VolumeSize, matching
 from .tenants import PosixName
 
 # ---------------------------------------------------------------------------
@@ -37,11 +37,14 @@ class LdapConfig(Model):
         description="OpenLDAP server image (bitnami's env contract); mirror it into your registry for production.",
     )
     # In the client configs and every DN: strict (an identifier).
-    base_dn: str = Field(
-        "dc=example,dc=org",
-        description="The directory's base DN (dc=, o= and ou= parts).",
-        pattern=r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$",
-    )
+    base_dn: Annotated[
+        str,
+        matching(
+            r"^(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*(,(dc|o|ou)=[A-Za-z0-9][A-Za-z0-9 ._-]*)*$",
+            "a base DN of dc=, o= or ou= parts joined by commas, each value ASCII letters, digits, spaces and . _ - "
+            "from a letter or digit on, e.g. dc=example,dc=org (a name in another script goes in ldap.organisation)",
+        ),
+    ] = Field("dc=example,dc=org", description="The directory's base DN (dc=, o= and ou= parts).")
     organisation: HumanText = Field(
         "Example Org",
         description="The root entry's o (organizationName), in any language, e.g. Công ty Cổ phần FPT Smart Cloud, Inc. or "
@@ -52,12 +55,15 @@ class LdapConfig(Model):
         description="Full names of the tenants' users, in any language, e.g. {alice: Nguyễn Văn An}: their LDAP cn and "
         "displayName, the name field of getent passwd through sssd and nslcd. Unset: the user name.",
     )
-    admin_username: str = Field("admin", pattern=r"^[a-z][a-z0-9_-]*$", description="The directory admin's cn (cn=<name>,<baseDn>).")
-    storage_size: Quantity = Field("8Gi", description="Size of the directory's data volume.")
+    admin_username: Annotated[str, matching(r"^[a-z][a-z0-9_-]*$", "a lower-case letter, then lower-case letters, digits, _ or -, e.g. admin")] = (
+        Field("admin", description="The directory admin's cn (cn=<name>,<baseDn>).")
+    )
+    storage_size: VolumeSize = Field("8Gi", description="Size of the directory's data volume.")
     storage_class_name: Optional[DnsSubdomain] = Field(None, description="RWO class for the LDAP data volume; cluster default when unset.")
     tls: LdapTls = Field(LdapTls(), description="TLS for the directory: required of every connection when on (production needs it).")
-    readonly_username: str = Field(
+    readonly_username: Annotated[
+        str, matching(r"^[a-z][a-z0-9-]*$", "a lower-case letter, then lower-case letters, digits or -, e.g. slurm-readonly")
+    ] = Field(
         "slurm-readonly",
-        pattern=r"^[a-z][a-z0-9-]*$",
         description="Read-only service account sssd and nslcd bind with (cn=<name>,ou=services,<baseDn>).",
     )

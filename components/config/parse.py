@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ValidationError
 
 from .cloud import resolve_cloud
-from .fields import PROJECT, Problem, closest, key_path
+from .fields import PATTERN_SENTENCES, PROJECT, Problem, closest, key_path
 from .ldap import REMOVED_KEYS
 from .platform import PlatformConfig
 from .rules import cross_field_problems
@@ -26,6 +26,8 @@ class ConfigError(Exception):
 
 
 SHOWN_VALUE_MAX = 80
+# The stack a fix line names when the caller does not say (tools that read a stack file): the reader fills it in.
+SOME_STACK = "<stack>"
 SECRET_SHOWN = "[secret]"
 
 
@@ -43,11 +45,12 @@ def _key_path(loc: tuple[Any, ...]) -> str:
     return f"{PROJECT}:{path}" if path else PROJECT
 
 
-def _config_line(loc: tuple[Any, ...], value: Any) -> str:
-    """The line that sets `value` at `loc`: a top-level key as Pulumi.<stack>.yaml writes it, a nested one as a command."""
+def _config_line(loc: tuple[Any, ...], value: Any, stack: str) -> str:
+    """The line that sets `value` at `loc`: a top-level key as Pulumi.<stack>.yaml writes it, a nested one as a command
+    on this stack (run elsewhere, without --stack, it would set the selected stack's, not this one's)."""
     text = value if isinstance(value, str) else json.dumps(value)
     if len(loc) > 1:
-        return f"`pulumi config set --path {shlex.quote(key_path(loc))} {shlex.quote(text)}`"
+        return f"`pulumi config set --stack {shlex.quote(stack)} --path {shlex.quote(key_path(loc))} {shlex.quote(text)}`"
     # YAML reads a bare 8, true or no as a number or a boolean: text like that, or with YAML syntax, is quoted.
     if isinstance(value, str) and (
         not re.fullmatch(r"[A-Za-z0-9._/-]+", value) or re.fullmatch(r"[0-9.]+|true|false|null|yes|no|on|off", value, re.I)
@@ -56,14 +59,16 @@ def _config_line(loc: tuple[Any, ...], value: Any) -> str:
     return f"`{PROJECT}:{loc[0]}: {text}`"
 
 
-def _line(loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], show_value: bool = True, fix: tuple[Any, ...] = ()) -> str:
+def _line(
+    loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], stack: str, show_value: bool = True, fix: tuple[Any, ...] = ()
+) -> str:
     line = f"{_key_path(loc)}: {message}"
     secret = bool(loc) and str(loc[0]) in secret_keys
     if show_value:
         line += f"; got {SECRET_SHOWN if secret else _shown(value)}"
     scalars = [v for v in fix if isinstance(v, (str, int, float))]  # what one config line sets
     if scalars and not secret:
-        line += "; fix: " + " or ".join(_config_line(loc, v) for v in scalars)
+        line += "; fix: " + " or ".join(_config_line(loc, v, stack) for v in scalars)
     return line
 
 
@@ -122,35 +127,40 @@ def _as_written(raw: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[Any, ...]
     return loc
 
 
-def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any], stack: str) -> str:
     loc = _as_written(raw, tuple(error["loc"]))
     error = {**error, "loc": loc}
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         if loc in REMOVED_KEYS:
-            return _line(loc, REMOVED_KEYS[loc], error.get("input"), secret_keys)
-        return _line(loc, _unknown_key_message(loc), None, secret_keys, show_value=False)
+            return _line(loc, REMOVED_KEYS[loc], error.get("input"), secret_keys, stack)
+        return _line(loc, _unknown_key_message(loc), None, secret_keys, stack, show_value=False)
     if error["type"] == "missing":
-        return _line(loc, "required but not set", None, secret_keys, show_value=False)
+        return _line(loc, "required but not set", None, secret_keys, stack, show_value=False)
     value = error.get("input")
     if error["type"] in ("model_type", "model_attributes_type", "dict_type", "list_type") and isinstance(value, str):
         message = (
             f"{message}; it is a plain string that is not a JSON {'list' if error['type'] == 'list_type' else 'object'} "
             "(`pulumi config set` without --path stores text): set nested keys with "
-            "`pulumi config set --path 'storage.jail.size' 100Gi` or write the YAML in Pulumi.<stack>.yaml"
+            f"`pulumi config set --stack {shlex.quote(stack)} --path 'storage.jail.size' 100Gi` or write the YAML in Pulumi.<stack>.yaml"
         )
     ctx = error.get("ctx") or {}
-    if "expected" in ctx and error["type"] not in ("literal_error", "enum"):  # theirs already list the allowed values
+    if error["type"] == "string_pattern_mismatch":  # pydantic's message is the regular expression
+        message = f"must be {PATTERN_SENTENCES[ctx['pattern']]}"
+    elif "expected" in ctx and error["type"] not in ("literal_error", "enum"):  # theirs already list the allowed values
         message += f" (allowed: {ctx['expected']})"
     elif error["type"] in ("bool_parsing", "bool_type"):
         message += " (allowed: true or false)"
-    return _line(loc, message, value, secret_keys, fix=_fixes(error, raw))
+    return _line(loc, message, value, secret_keys, stack, fix=_fixes(error, raw))
 
 
-# What a value is most often wrong by: case, stray spaces, '_' or spaces for '-'.
+# What a value is most often wrong by: stray spaces, '_' or spaces for '-', case. Its case is kept where the key
+# takes it as written (a node label value is what the node carries, NVIDIA-H100-80GB-HBM3): lower case is tried
+# only after, and fixes only a key that refuses capitals (a DNS name).
 def _near_misses(value: str) -> list[str]:
     trimmed = value.strip()
-    return [trimmed, trimmed.lower(), re.sub(r"[\s_]+", "-", trimmed.lower())]
+    dashed = re.sub(r"[\s_]+", "-", trimmed)
+    return [trimmed, dashed, trimmed.lower(), dashed.lower()]
 
 
 def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -159,7 +169,9 @@ def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
     loc, value, ctx = tuple(error["loc"]), error.get("input"), error.get("ctx") or {}
     if "[key]" in loc or not loc:
         return ()
-    if error["type"] in ("literal_error", "enum"):
+    if "fix" in ctx:  # the validator's own guess (components/config/fields.py Quantity)
+        candidates = [ctx["fix"]]
+    elif error["type"] in ("literal_error", "enum"):
         allowed = [json.loads(f'"{v}"') for v in re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))]
         candidates = allowed if len(allowed) == 1 else closest(value, allowed) if isinstance(value, str) else []
     elif error["type"] in ("greater_than_equal", "less_than_equal"):
@@ -177,7 +189,8 @@ def _fixes(error: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _fixes_it(raw: Mapping[str, Any], loc: tuple[Any, ...], candidate: Any) -> bool:
-    """Whether the config with `candidate` at `loc` has no error there any more."""
+    """Whether the config with `candidate` at `loc` has no problem there any more: neither a field's rule nor one
+    across fields (an image tag that must name the Slurm release, an NFS server the network policies must know)."""
     tried: Any = copy.deepcopy(dict(raw))
     node = tried
     for part in loc[:-1]:
@@ -190,36 +203,41 @@ def _fixes_it(raw: Mapping[str, Any], loc: tuple[Any, ...], candidate: Any) -> b
         return False
     node[loc[-1]] = candidate
     try:
-        PlatformConfig.model_validate(tried)
+        _, problems = _checked(tried)
     except ValidationError as error:
         return all(tuple(e["loc"])[: len(loc)] != loc for e in error.errors())
-    return True
+    return all(tuple(p.path)[: len(loc)] != loc for p in problems)
+
+
+def _checked(raw: Mapping[str, Any]) -> tuple[PlatformConfig, list[Problem]]:
+    """The config, its cloud resolved, and the problems across fields; ValidationError when a field's rule fails."""
+    config = PlatformConfig.model_validate(dict(raw))
+    cloud, origin, problems = resolve_cloud(config, "cloud" in raw)
+    if cloud != config.cloud:
+        config = config.model_copy(update={"cloud": cloud})
+    config._cloud_origin = origin
+    return config, [*problems, *cross_field_problems(config)]
 
 
 def _fail(lines: list[str]) -> ConfigError:
     return ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
 
 
-def refusal(problems: list[Problem], secret_keys: frozenset[str] = frozenset()) -> ConfigError:
-    """The error naming every problem: key path, message, the value (unless None)."""
-    return _fail([_line(p.path, p.message, p.value, secret_keys, show_value=p.value is not None, fix=p.fix) for p in problems])
+def refusal(problems: list[Problem], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK) -> ConfigError:
+    """The error naming every problem: key path, message, the value (unless None), and fix lines for `stack`."""
+    return _fail([_line(p.path, p.message, p.value, secret_keys, stack, show_value=p.value is not None, fix=p.fix) for p in problems])
 
 
-def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> PlatformConfig:
+def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK) -> PlatformConfig:
     """Validate a dict of top-level keys; raise ConfigError naming every problem.
 
     Field rules come first; the rules across fields run once every field is valid.
     """
     try:
-        config = PlatformConfig.model_validate(dict(raw))
+        config, problems = _checked(raw)
     except ValidationError as error:
-        raise _fail([_describe(e, secret_keys, raw) for e in error.errors(include_url=False)]) from None
-    cloud, origin, problems = resolve_cloud(config, "cloud" in raw)
-    if cloud != config.cloud:
-        config = config.model_copy(update={"cloud": cloud})
-    config._cloud_origin = origin
-    problems += cross_field_problems(config)
+        raise _fail([_describe(e, secret_keys, raw, stack) for e in error.errors(include_url=False)]) from None
     if problems:
-        raise refusal(problems, secret_keys)
+        raise refusal(problems, secret_keys, stack)
     config._secret_keys = frozenset(secret_keys)
     return config

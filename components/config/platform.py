@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import pulumi
 from pydantic import Field, PrivateAttr
@@ -11,7 +11,7 @@ from slurm_rules.slurm_release import SlurmRelease, release_in_image_tag
 from .charts import OperatorsConfig
 from .cloud import DEFAULT_CLOUD, Cloud
 from .cluster import ClusterConfig, KubernetesConfig
-from .fields import Model
+from .fields import Model, matching
 from .ldap import LdapConfig
 from .network import NetworkPoliciesConfig
 from .pools import NodePoolConfig, default_pools
@@ -32,7 +32,9 @@ class PlatformConfig(Model):
         description="The Slurm operator: soperator (version: operators.soperator.version), ack (Alibaba ack-slurm-operator, "
         "API: operators.ackSlurmOperator.apiGeneration) or slinky (SchedMD slurm-operator, operators.slinky.version).",
     )
-    region: str = Field("local", pattern=r"^[a-z0-9-]+$", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou.")
+    region: Annotated[str, matching(r"^[a-z0-9-]+$", "lower-case letters, digits and -, e.g. hanoi or cn-hangzhou")] = Field(
+        "local", description="Cloud region, e.g. hanoi, hcm, cn-hangzhou."
+    )
     cloud: Cloud = Field(
         DEFAULT_CLOUD,
         description="The cloud whose load balancers serve the stack: its private-LB annotation is the one that counts "

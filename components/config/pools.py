@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import Field
 
-from .fields import DnsLabel, DnsSubdomain, GpuType, LabelValue, Model, Problem, QualifiedName, Quantity, duplicates
+from .fields import DnsLabel, DnsSubdomain, GpuProduct, GpuType, LabelValue, Model, NodeCpu, NodeMemory, Problem, QualifiedName, duplicates, matching
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -31,7 +31,9 @@ class KarpenterConfig(Model):
     """A Karpenter `karpenter.sh/v1` NodePool provisioning this pool's nodes."""
 
     node_class_group: DnsSubdomain = Field("karpenter.k8s.aws", description="nodeClassRef.group")
-    node_class_kind: str = Field("EC2NodeClass", pattern=r"^[A-Z][A-Za-z0-9]*$", description="nodeClassRef.kind")
+    node_class_kind: Annotated[
+        str, matching(r"^[A-Z][A-Za-z0-9]*$", "a Kubernetes kind: an upper-case letter, then letters and digits, e.g. EC2NodeClass")
+    ] = Field("EC2NodeClass", description="nodeClassRef.kind")
     node_class_name: DnsSubdomain = Field("default", description="nodeClassRef.name")
     instance_types: list[LabelValue] = Field(default_factory=list, description="node.kubernetes.io/instance-type values.")
     capacity_types: list[CapacityType] = Field(
@@ -44,7 +46,7 @@ class NodePoolConfig(Model):
     selector: dict[QualifiedName, LabelValue] = Field(
         ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
     )
-    gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
+    gpu_product: Optional[GpuProduct] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpu_type: Optional[GpuType] = Field(
         None,
         description="Slurm GRES type of the pool's GPUs (users ask --gres=gpu:<type>:<n>): a lower-case part of one word of "
@@ -53,8 +55,8 @@ class NodePoolConfig(Model):
         "word of gpuProduct (NVIDIA-H100-80GB-HBM3 -> h100); without gpuProduct the GPUs are untyped (gpu:<n>).",
     )
     gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 makes this a no-gpu (system) pool.")
-    cpu_per_node: Quantity = Field(..., description="Allocatable CPU per node.")
-    memory_per_node: Quantity = Field(..., description="Allocatable memory per node.")
+    cpu_per_node: NodeCpu = Field(..., description="Allocatable CPU per node.")
+    memory_per_node: NodeMemory = Field(..., description="Allocatable memory per node.")
     node_count: int = Field(..., ge=0, description="Nodes in the pool (capacity used by policies).")
     rdma: bool = Field(False, description="Nodes have RDMA/InfiniBand NICs (enables the NicClusterPolicy).")
     topology_labels: list[QualifiedName] = Field(

@@ -16,7 +16,7 @@ from .fields import (
     Model,
     PodResources,
     Problem,
-    Quantity,
+    VolumeSize,
     chart_namespace,
     chart_repository,
     pod_resources,
@@ -49,7 +49,7 @@ class SlinkyOperatorConfig(ChartConfig):
 class SlinkyClusterConfig(Model):
     registry: ImageRepository = Field("ghcr.io/slinkyproject", description="Slinky image registry (slurmctld, slurmd, login, slurmdbd, slurmrestd).")
     tag: ImageTag = Field("26.05-ubuntu26.04", description="Slurm image tag of slurm-operator 1.2.1's chart.")
-    controller_storage_size: Quantity = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
+    controller_storage_size: VolumeSize = Field("4Gi", description="slurmctld save-state volume (ReadWriteOnce).")
     controller_storage_class_name: Optional[DnsSubdomain] = Field(None, description="Class of that volume; cluster default when unset.")
     rest_api: bool = Field(False, description="Declare a RestApi (slurmrestd).")
     rest_api_replicas: int = Field(1, ge=1, description="slurmrestd replicas (with restApi).")

@@ -27,10 +27,12 @@ from .fields import (
     Problem,
     PublicKey,
     QualifiedName,
-    Quantity,
+    SharedMemorySize,
+    VolumeSize,
     WorkerResources,
     _check_cron,
     duplicates,
+    matching,
     pod_resources,
 )
 from .slinky import SlinkyClusterConfig
@@ -70,8 +72,8 @@ class WorkerConfig(Model):
     )
     munge: PodResources = Field(pod_resources("2000m", "4Gi", "5Gi"), description="munge sidecar container requests.")
     spool_storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of each worker's spool volume (ReadWriteOnce).")
-    spool_size: Quantity = Field("120Gi", description="Size of each worker's spool volume.")
-    shared_memory_size: Quantity = Field("64Gi", description="Size of each worker's /dev/shm (NCCL and data loaders need a large one).")
+    spool_size: VolumeSize = Field("120Gi", description="Size of each worker's spool volume.")
+    shared_memory_size: SharedMemorySize = Field("64Gi", description="Size of each worker's /dev/shm (NCCL and data loaders need a large one).")
 
 
 class LoginConfig(Model):
@@ -114,7 +116,10 @@ class LoginConfig(Model):
 class ExternalDbConfig(Model):
     host: Host = Field(..., description="The database server's address.")
     port: Port = Field(3306, description="The database server's port.")
-    user: str = Field("slurm", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$", description="The database user slurmdbd connects as.")
+    user: Annotated[
+        str,
+        matching(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$", "a database user: a letter, digit or _, then up to 79 letters, digits, _ . or -"),
+    ] = Field("slurm", description="The database user slurmdbd connects as.")
     password_secret_name: DnsSubdomain = Field(..., description="Existing Secret holding the database password.")
     password_secret_key: DataKey = Field("password", description="The key of that Secret holding the password.")
 
@@ -126,7 +131,7 @@ class AccountingConfig(Model):
     )
     external: Optional[ExternalDbConfig] = Field(None, description="The external database (with database: external).")
     storage_class_name: DnsSubdomain = Field("xplat-nfs", description="Class of the MariaDB data volume.")
-    storage_size: Quantity = Field("10Gi", description="Size of the MariaDB data volume.")
+    storage_size: VolumeSize = Field("10Gi", description="Size of the MariaDB data volume.")
     mariadb: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="MariaDB container requests.")
     slurmdbd: PodResources = Field(pod_resources("1000m", "3Gi", "5Gi"), description="slurmdbd container requests.")
     munge: PodResources = Field(pod_resources("1000m", "1Gi", "5Gi"), description="munge sidecar container requests.")
@@ -144,8 +149,8 @@ class NcclBenchmarkConfig(Model):
         "0 */3 * * *", description="Cron schedule of the benchmark CronJob (5 fields, or @hourly/@daily/...)."
     )
     drain_on_failure: bool = Field(True, description="Drain a Slurm node whose NCCL benchmark fails.")
-    min_bandwidth_gbps: str = Field(
-        "400", pattern=r"^[0-9]+(\.[0-9]+)?$", description="thresholdMoreThan: minimum NCCL all-reduce bus bandwidth (GB/s)."
+    min_bandwidth_gbps: Annotated[str, matching(r"^[0-9]+(\.[0-9]+)?$", "a number of GB/s such as 400 or 412.5")] = Field(
+        "400", description="thresholdMoreThan: minimum NCCL all-reduce bus bandwidth (GB/s)."
     )
     use_infiniband: Optional[bool] = Field(None, description="Unset: on when a GPU pool has RDMA.")
 

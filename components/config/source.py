@@ -40,4 +40,4 @@ def raw_config_from_pulumi() -> tuple[dict[str, Any], frozenset[str]]:
 
 def load_config() -> PlatformConfig:
     raw, secret_keys = raw_config_from_pulumi()
-    return parse_config(raw, secret_keys)
+    return parse_config(raw, secret_keys, pulumi.get_stack())

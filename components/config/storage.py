@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field
 
@@ -18,8 +18,9 @@ from .fields import (
     MountOption,
     MountPath,
     Problem,
-    Quantity,
+    VolumeSize,
     duplicates,
+    matching,
 )
 
 if TYPE_CHECKING:
@@ -36,9 +37,15 @@ class NfsServer(Model):
 
 
 class AlibabaNas(Model):
-    server: str = Field(
+    server: Annotated[
+        str,
+        matching(
+            r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/[A-Za-z0-9_@%+=:,./-]*$",
+            "<mount target>:<path>: the mount target's lower-case DNS name, a colon, and an absolute path of letters, digits "
+            "and _ @ % + = : , . / -, e.g. 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com:/share",
+        ),
+    ] = Field(
         ...,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*:/[A-Za-z0-9_@%+=:,./-]*$",
         description="NAS mount target and path, e.g. xxx.cn-hangzhou.nas.aliyuncs.com:/share",
     )
     volume_as: Literal["subpath", "filesystem"] = Field(
@@ -81,7 +88,7 @@ class JailConfig(Model):
 
 
 class SpoolConfig(Model):
-    size: Quantity = Field("10Gi", description="controller-spool-pvc size.")
+    size: VolumeSize = Field("10Gi", description="controller-spool-pvc size.")
     adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 
 
@@ -89,7 +96,7 @@ class SubmountConfig(Model):
     name: DnsLabel = Field(..., description="Volume source name; the claim is jail-submount-<name>-pvc.")
     mount_name: Optional[DnsLabel] = Field(None, description="jailSubMounts name; defaults to `name`.")
     mount_path: MountPath = Field(..., description="Same path on login and worker nodes (normalised; not / and not under a system directory).")
-    size: Quantity = Field("100Gi", description="Size of the submount's claim.")
+    size: VolumeSize = Field("100Gi", description="Size of the submount's claim.")
     static_nfs: Optional[StaticNfsVolume] = Field(None, description="Bind the claim to this NFS export (a static Retain PV).")
     adopt: bool = Field(False, description=ADOPT_DESCRIPTION)
 

@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates
+from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates, matching
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -55,7 +55,11 @@ def _check_not_reserved_account(value: str) -> str:
 
 # A POSIX user or group name as LDAP's posixAccount/posixGroup and Slurm's sacctmgr take it.
 POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
-PosixName = Annotated[str, Field(pattern=POSIX_NAME_PATTERN), AfterValidator(_check_not_reserved_posix_name)]
+PosixName = Annotated[
+    str,
+    matching(POSIX_NAME_PATTERN, "a POSIX name: a lower-case letter or _, then up to 31 lower-case letters, digits, _ or -, e.g. alice"),
+    AfterValidator(_check_not_reserved_posix_name),
+]
 
 
 # A uid or gid a researcher's entry may carry: above the system range every distribution reserves (0-999), and
@@ -336,8 +340,8 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
     # Both schedulers' guarantees, each on its own nodes of a pool: Slurm's on its workers (nodeCount unless
     # slurmWorkers says less), Kueue's on the rest, where no slurmd pod holds the GPUs.
     for field, capacity, where in (
-        ("cells", lambda pool: pool.worker_replicas, ""),
-        ("kueueCells", lambda pool: pool.node_count - pool.worker_replicas, " (Kueue: the nodes that are not Slurm workers)"),
+        ("cells", lambda pool: pool.worker_replicas, "Slurm worker nodes"),
+        ("kueueCells", lambda pool: pool.node_count - pool.worker_replicas, "Kueue nodes (those that are not Slurm workers)"),
     ):
         fits = {pool.name: (capacity(pool), pool.gpus_per_node) for pool in config.gpu_pools}
         requests = [
@@ -346,5 +350,28 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
             for c in (t.cells if field == "cells" else t.kueue_cells)
             if c.pool in fits and (c.gpus_per_cell <= fits[c.pool][1] or c.gpus_per_cell % fits[c.pool][1] == 0)
         ]
-        for shortfall in cell_fit.shortfalls(fits, requests):
-            yield Problem(("tenants",), shortfall.describe() + where)
+        shortfalls = cell_fit.shortfalls(fits, requests)
+        for pool_name in dict.fromkeys(s.pool for s in shortfalls):
+            in_pool = [r for r in requests if r.pool == pool_name]
+            short = [s for s in shortfalls if s.pool == pool_name]
+            yield Problem(("tenants",), _guarantees_beyond(pool_name, *fits[pool_name], where, field, in_pool, short))
+
+
+def _guarantees_beyond(
+    pool: str, nodes: int, gpus_per_node: int, where: str, field: str, requests: list[cell_fit.CellRequest], short: list[cell_fit.Shortfall]
+) -> str:
+    """The pool's GPUs, each tenant's guarantee in it and the excess: no one tenant is to blame for a sum."""
+    by_tenant: dict[str, list[cell_fit.CellRequest]] = {}
+    for request in requests:
+        by_tenant.setdefault(request.tenant, []).append(request)
+
+    def gpus(asked: list[cell_fit.CellRequest]) -> int:
+        return sum(r.gpus_per_cell * r.cells for r in asked)
+
+    has, asked = nodes * gpus_per_node, gpus(requests)
+    each = ", ".join(f"{tenant} {gpus(cells)} ({' + '.join(f'{c.cells} x {c.gpus_per_cell}' for c in cells)})" for tenant, cells in by_tenant.items())
+    counts = "; ".join(f"{s.gpus_per_cell}-GPU cells: {s.needed} needed, {s.available} available" for s in short)
+    said = f"pool '{pool}' has {has} GPUs on its {nodes} {where}, {gpus_per_node} each, and the tenants' {field} there ask {asked}: {each}; "
+    if asked > has:
+        return said + f"{asked - has} GPUs more than it has ({counts}): lower those guarantees by {asked - has} GPUs, or add nodes"
+    return said + f"they fit in number but not in place, as a cell's GPUs are on one node ({counts}): use cells that fill whole nodes, or add nodes"

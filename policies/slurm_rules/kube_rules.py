@@ -166,6 +166,13 @@ def parse_quantity(value: Any) -> Decimal:
     return _client_parse_quantity(value)
 
 
+def quantity_suffix(value: Any) -> str:
+    """The unit a Kubernetes quantity is written with: "Gi" of "100Gi", "m" of "1500m", "e3" of "1e3", "" of "8"."""
+    parse_quantity(value)
+    match = _QUANTITY.fullmatch(str(value))
+    return (match.group(3) if match else None) or ""
+
+
 # --- source ranges (ipaddress) -------------------------------------------------------------
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
