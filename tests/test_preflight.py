@@ -408,3 +408,13 @@ def test_an_ignored_check_does_not_fail_the_command_and_the_summary_names_it(tmp
     written = summary.read_text().split("### ")[2]
     assert written.startswith("Preflight of `staging-hangzhou`: all ") and " pass, 1 ignored (--ignore sacct-privacy)" in written
     assert "IGNORED  [sacct-privacy]" in written
+
+
+def test_an_invalid_stack_is_refused_with_fix_lines_for_that_stack(tmp_path, monkeypatch, capsys):
+    """The preflight reads Pulumi.<stack>.yaml itself: its fix lines must name that stack, not a placeholder."""
+    (tmp_path / "Pulumi.lab.yaml").write_text("config:\n  slurm-platform:storage:\n    jail:\n      size: '500'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--stack", "lab"]) == 1
+    err = capsys.readouterr().err
+    assert "the stack config is invalid, nothing was checked" in err
+    assert "--stack lab" in err and "<stack>" not in err

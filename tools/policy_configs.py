@@ -75,7 +75,7 @@ def raw_stack_config(root: Path, stack: str) -> dict[str, Any]:
 def render(root: Path, stack: str) -> str:
     path = SETTINGS_DIR / f"{stack}.json"
     settings = json.loads((root / path).read_text())
-    config = parse_config(raw_stack_config(root, stack))
+    config = parse_config(raw_stack_config(root, stack), stack=stack)
     if misplaced := facts_in_settings(settings, stack_facts(config)):
         raise ValueError(
             f"{path} sets {', '.join(misplaced)}, which {PROJECT} takes from Pulumi.{stack}.yaml "

@@ -938,7 +938,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     raw = raw_stack_config(Path.cwd(), args.stack)
     try:
-        config = parse_config(raw)
+        config = parse_config(raw, stack=args.stack)
     except ConfigError as error:
         print(f"preflight {args.stack}: the stack config is invalid, nothing was checked\n{error}", file=sys.stderr)
         return 1
