@@ -152,6 +152,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "slurmOperator": pulumi.Output.from_input(deployed_operator(config)),
         "workerNodes": slurm.worker_nodes,
         "slurmPhase": slurm.phase,
+        "slurmReady": slurm.ready,
         "slurmUnmetConditions": slurm.unmet_conditions,
         "slurmServices": slurm.service_names,
         "loginEndpoint": slurm.login_endpoint,

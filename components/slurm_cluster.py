@@ -20,7 +20,7 @@ from . import child_opts, warn
 from .config import PlatformConfig
 from .declare import BUILTIN_KINDS, declare, secret_fields
 from .munge import generated_key, secret_data
-from .slurm import KeySecret, Rendered, SlurmOperator, operator_module
+from .slurm import KeySecret, ReadyWhen, Rendered, SlurmOperator, operator_module
 from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
 
 
@@ -53,6 +53,7 @@ class SlurmCluster(pulumi.ComponentResource):
     ssh_command: pulumi.Output[str]
     user_ssh_command: pulumi.Output[Optional[str]]
     phase: pulumi.Output[Optional[str]]
+    ready: pulumi.Output[Optional[bool]]
     unmet_conditions: pulumi.Output[list]
     service_names: pulumi.Output[dict]
 
@@ -68,7 +69,8 @@ class SlurmCluster(pulumi.ComponentResource):
         first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)] + self.priority_classes
         declared: dict[str, pulumi.Resource] = {}
         live: list[LiveCustomResource] = []
-        reporting: list[LiveCustomResource] = []
+        reporting: list[tuple[LiveCustomResource, Rendered]] = []
+        readiness: list[tuple[LiveCustomResource, ReadyWhen]] = []
         for r in rendered:
             if r.manifest["kind"] != "PriorityClass":
                 resource = self._declare(name, config, r, first, live, opts)
@@ -76,17 +78,22 @@ class SlurmCluster(pulumi.ComponentResource):
                 if isinstance(resource, LiveCustomResource):
                     live.append(resource)
                     if r.live_status:
-                        reporting.append(resource)
+                        reporting.append((resource, r))
+                    if r.ready_when:
+                        readiness.append((resource, r.ready_when))
         # The cluster custom resource whose status the operator reports (soperator's and ACK's SlurmCluster);
         # other awaited ones (Slinky's NodeSets) only hold `pulumi up` until they are ready.
-        status = reporting[0].status.apply(lambda value: dict(value) if value else None) if reporting else pulumi.Output.from_input(None)
+        status = reporting[0][0].status.apply(lambda value: dict(value) if value else None) if reporting else pulumi.Output.from_input(None)
         status.apply(lambda value: warn(module.not_ready_message(config, value)))
         login = self._live_login(name, config, module, declared, live, opts)
         self.worker_nodes = pulumi.Output.from_input(module.worker_nodes(config))
         self.login_endpoint = login.apply(lambda service: module.login_endpoint(config, service))
         self.ssh_command = login.apply(lambda service: module.ssh_command(config, service))
         self.user_ssh_command = login.apply(lambda service: module.user_ssh_command(config, service))
-        self.phase = status.apply(lambda value: (value or {}).get("phase"))
+        # The operator's own word for the cluster's state: soperator's phase, ACK's state.
+        phase_field = reporting[0][1].ready_when.field if reporting and reporting[0][1].ready_when else "phase"
+        self.phase = status.apply(lambda value: (value or {}).get(phase_field))
+        self.ready = slurm_ready(config, readiness)
         self.unmet_conditions = status.apply(unmet_conditions)
         self.service_names = pulumi.Output.from_input(module.service_names(config))
         self.register_outputs(
@@ -96,6 +103,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 "sshCommand": self.ssh_command,
                 "userSshCommand": self.user_ssh_command,
                 "phase": self.phase,
+                "ready": self.ready,
                 "unmetConditions": self.unmet_conditions,
                 "serviceNames": self.service_names,
             }
@@ -126,7 +134,7 @@ class SlurmCluster(pulumi.ComponentResource):
             extra.update(protect=True, retain_on_delete=True)
         # Its await needs what the cluster runs (the login pods behind a Service): after the live custom resources.
         depends_on = [*first, *(live if rendered.after_cluster else [])] or None
-        if not (awaits or rendered.live_status):
+        if not (awaits or rendered.live_status or rendered.ready_when):
             return declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=depends_on, **extra))
         if awaits:
             # The provider's default await timeout is shorter than a first install (slurm.readiness).
@@ -168,6 +176,17 @@ class SlurmCluster(pulumi.ComponentResource):
             service = k8s.core.v1.Service.get(f"{name}-login-svc", service_id, opts=child_opts(self, opts))
         assert isinstance(service, k8s.core.v1.Service), service_name
         return pulumi.Output.all(spec=service.spec, status=service.status).apply(api_names)
+
+
+def slurm_ready(config: PlatformConfig, readiness: list[tuple[LiveCustomResource, ReadyWhen]]) -> pulumi.Output[Optional[bool]]:
+    """Whether every object whose status says when Slurm is ready says so now, awaited or not (the deploy's last check,
+    .github/actions/slurm-available); None where there is no cluster to ask or nothing reports."""
+    if config.render_only or not readiness:
+        return pulumi.Output.from_input(None)
+    statuses = pulumi.Output.all(*(resource.status for resource, _ in readiness))
+    return statuses.apply(
+        lambda values: all(ready.holds(dict(value) if value else None) for (_, ready), value in zip(readiness, values, strict=True))
+    )
 
 
 def api_names(value: Any) -> Any:

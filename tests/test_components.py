@@ -504,6 +504,39 @@ def test_ack_cluster_is_awaited_until_the_operator_reports_it_ready():
     assert "annotations" not in unawaited.inputs["metadata"] and unawaited.custom_timeouts == {}
 
 
+@pytest.mark.parametrize(
+    ("stack", "kind", "not_ready", "ready", "phases"),
+    [
+        ("prod-hanoi", SLURM_CLUSTER, {"phase": "Not available"}, {"phase": "Available"}, ("Not available", "Available")),
+        ("staging-hangzhou", ACK_CLUSTER, {"state": "progressing"}, {"state": "ready"}, ("progressing", "ready")),
+        ("prod-hcm", SLINKY_NODESET, {"readyReplicas": 0}, None, (None, None)),
+    ],
+)
+def test_slurm_ready_is_each_operators_own_answer_awaited_or_not(stack, kind, not_ready, ready, phases):
+    """slurmReady, the deploy's last check, reads what each operator reports (soperator's phase, ACK's state,
+    every Slinky NodeSet's ready replicas), also where the stack does not await it."""
+    raw = stack_config(stack)
+    unawaited = parse_config({**raw, "slurm": {**raw["slurm"], "readiness": {"awaitAvailable": False}}})
+    for config in (parse_config(raw), unawaited):
+        if ready is None:  # Slinky: every NodeSet at its replicas (one pool here, so one status serves)
+            (pool,) = config.gpu_pools
+            ready = {"readyReplicas": pool.worker_replicas}
+
+        def program(config=config):
+            slurm = SlurmCluster("slurm", config)
+            return {"ready": slurm.ready, "phase": slurm.phase}
+
+        assert run_under_mocks(program, live={kind: {"status": not_ready}}).outputs == {"ready": False, "phase": phases[0]}
+        assert run_under_mocks(program, live={kind: {"status": ready}}).outputs == {"ready": True, "phase": phases[1]}
+
+
+def test_a_render_only_stack_has_no_readiness_to_report():
+    def program():
+        return {"ready": SlurmCluster("slurm", parse_config(stack_config("local"))).ready}
+
+    assert run_under_mocks(program).outputs == {"ready": None}
+
+
 def test_slinky_nodesets_are_awaited_until_every_worker_is_ready():
     config = parse_config(stack_config("prod-hcm"))
     # A NodeSet's conditions (a scheduled update's reservation) are not the cluster's: never reported as unmet.

@@ -371,7 +371,9 @@ def test_a_deploy_runs_its_stacks_preflight_right_before_the_up():
         assert not credential_secrets(preflight), job
 
 
-def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_path):
+def test_the_availability_check_quotes_the_operator_and_passes_only_ready(tmp_path):
+    """slurmReady is every operator's answer (soperator's phase, ACK's state, Slinky's NodeSets): the check reads it,
+    not soperator's phase, which ACK and Slinky never report."""
     (step,) = load(ROOT / ".github" / "actions" / "slurm-available" / "action.yml")["runs"]["steps"]
     fake_pulumi = tmp_path / "pulumi"
 
@@ -382,12 +384,15 @@ def test_the_availability_check_quotes_soperator_and_passes_only_available(tmp_p
         return subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True)
 
     unmet = ["WorkersAvailable=False: Slurm workers are not available yet"]
-    failed = run({"slurmPhase": "Not available", "slurmUnmetConditions": unmet})
+    failed = run({"slurmReady": False, "slurmPhase": "Not available", "slurmUnmetConditions": unmet})
     assert failed.returncode == 1, failed.stderr
-    assert "::error title=SlurmCluster of prod-hanoi is Not available, not Available::" in failed.stdout
+    assert "::error title=Slurm of prod-hanoi is Not available, not ready::" in failed.stdout
     assert "WorkersAvailable=False: Slurm workers are not available yet" in failed.stdout
     assert run({"sshCommand": "ssh root@x"}).returncode == 1
-    assert run({"slurmPhase": "Available", "slurmUnmetConditions": []}).returncode == 0
+    assert run({"slurmReady": None, "slurmPhase": None, "slurmUnmetConditions": []}).returncode == 1
+    assert run({"slurmReady": True, "slurmPhase": "Available", "slurmUnmetConditions": []}).returncode == 0
+    # Slinky reports no phase: its NodeSets' readiness is the whole answer.
+    assert run({"slurmReady": True, "slurmPhase": None, "slurmUnmetConditions": []}).returncode == 0
 
 
 def test_pull_requests_preview_with_policies_and_comment():

@@ -21,6 +21,22 @@ from ..config import NodePoolConfig, PlatformConfig
 
 
 @dataclass(frozen=True)
+class ReadyWhen:
+    """What an operator's status says once its part of Slurm is ready: `.status.<field>` is `value`. One statement
+    serves the provider's await (readiness_annotations) and the stack's slurmReady output (SlurmCluster)."""
+
+    field: str
+    value: str
+
+    def holds(self, status: Optional[dict[str, Any]]) -> bool:
+        value = (status or {}).get(self.field)
+        # Outputs cross the engine as protobuf Structs, whose numbers are floats: readyReplicas 4 arrives as 4.0.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return str(value) == self.value
+
+
+@dataclass(frozen=True)
 class Rendered:
     """One object to declare, as `f"{component}-{role}"`."""
 
@@ -34,6 +50,9 @@ class Rendered:
     # read back even where nothing awaits it. One the provider awaits (pulumi.com/waitFor) is read back too,
     # but reports only when it is this one.
     live_status: bool = False
+    # What its status says once it is ready: awaited where the stack awaits readiness (common.readiness_annotations),
+    # and read back for the slurmReady output either way.
+    ready_when: Optional[ReadyWhen] = None
     # Declared after the live custom resources: its own await needs what the cluster runs (login pods).
     after_cluster: bool = False
 

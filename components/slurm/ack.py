@@ -42,7 +42,7 @@ from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_
 from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from . import AccountingClient, KeySecret, PodRoles, Rendered
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered
 from .common import (
     PROLOG_FLAGS_CONTAIN,
     SSHD_PORT,
@@ -74,7 +74,7 @@ from .common import (
 OPERATOR = "ack-slurm-operator"
 # SlurmCluster.status.state when the cluster is up (ClusterState in the API types of both generations:
 # ready, unhealthy, failed, progressing; `kubectl get slurmcluster` prints it as STATUS), with .status.reason.
-READY_STATE = "ready"
+READY = ReadyWhen("state", "ready")
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # workers are dynamic Slurm nodes
 OPERATOR_RELEASE = "ack-slurm-operator"
@@ -369,7 +369,7 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
         slurmConfPath=settings.slurm_conf_path,
     )
     metadata: dict[str, Any] = {"name": config.cluster.name, "namespace": config.cluster.namespace}
-    if annotations := readiness_annotations(config, f"{{.status.state}}={READY_STATE}"):
+    if annotations := readiness_annotations(config, READY):
         metadata["annotations"] = annotations
     return {"apiVersion": API_VERSION, "kind": "SlurmCluster", "metadata": metadata, "spec": spec}
 
@@ -715,7 +715,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         *home_volumes(config),
         *system_priority(config),
         Rendered("slurm-conf", slurm_conf_config_map(config)),
-        Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled, live_status=True),
+        Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled, live_status=True, ready_when=READY),
         *copilot(config),
         *login(config),
     ]
@@ -758,12 +758,12 @@ removed_workers_warning = no_removed_workers_warning
 def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
     """The operator's own words when the live SlurmCluster is not ready; None when it is (or reports nothing yet)."""
     state = (status or {}).get("state")
-    if not state or state == READY_STATE:
+    if not state or READY.holds(status):
         return None
     reason = (status or {}).get("reason")
     namespace, name = config.cluster.namespace, config.cluster.name
     return (
-        f"SlurmCluster {namespace}/{name} is {state!r}, not {READY_STATE}"
+        f"SlurmCluster {namespace}/{name} is {state!r}, not {READY.value}"
         + (f": {reason}" if reason else "")
         + f". Inspect: kubectl -n {namespace} get slurmcluster {name} -o yaml"
     )

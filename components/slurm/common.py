@@ -10,7 +10,7 @@ from slurm_rules import kube_rules, slurm_options
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
 from ..identity.names import CLIENT_CA_KEY
-from . import Rendered
+from . import ReadyWhen, Rendered
 
 SSHD_PORT = 22
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
@@ -114,11 +114,11 @@ def awaits_readiness(config: PlatformConfig) -> bool:
     return config.slurm.readiness.await_available and not config.render_only
 
 
-def readiness_annotations(config: PlatformConfig, jsonpath: str) -> dict[str, str]:
-    """Await `jsonpath` (`{.status.field}=value`) on the object's live status, where the stack awaits readiness. The
-    provider also holds the wait while a `.status.observedGeneration` is behind `metadata.generation`: after an
-    update, the operator's report on the old spec does not end it."""
-    return {WAIT_FOR_ANNOTATION: f"jsonpath={jsonpath}"} if awaits_readiness(config) else {}
+def readiness_annotations(config: PlatformConfig, ready: ReadyWhen) -> dict[str, str]:
+    """Await `ready` on the object's live status, where the stack awaits readiness. The provider also holds the wait
+    while a `.status.observedGeneration` is behind `metadata.generation`: after an update, the operator's report on the
+    old spec does not end it."""
+    return {WAIT_FOR_ANNOTATION: f"jsonpath={{.status.{ready.field}}}={ready.value}"} if awaits_readiness(config) else {}
 
 
 def awaits_address(config: PlatformConfig) -> dict[str, str]:

@@ -20,7 +20,7 @@ from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operat
 from ..config import NodePoolConfig, PlatformConfig
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
-from . import AccountingClient, KeySecret, PodRoles, Rendered
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered
 from .common import (
     USER_PLACEHOLDER,
     contain_lines,
@@ -159,6 +159,10 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "Controller", "metadata": metadata(config, n["controller"]), "spec": spec}
 
 
+def nodeset_ready(pool: NodePoolConfig) -> ReadyWhen:
+    return ReadyWhen("readyReplicas", str(pool.worker_replicas))
+
+
 def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     """One pool's workers. Awaited until every replica is ready: slurmd is configless (it fetches slurm.conf from
     slurmctld), so a ready NodeSet also means the Controller serves; the Controller's own status (conditions only)
@@ -175,7 +179,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
         slurmd["volumeMounts"] = mounts
     meta = metadata(config, nodeset_name(pool))
     # A NodeSet of no replicas omits readyReplicas (omitempty): nothing to await.
-    if pool.worker_replicas and (annotations := readiness_annotations(config, f"{{.status.readyReplicas}}={pool.worker_replicas}")):
+    if pool.worker_replicas and (annotations := readiness_annotations(config, nodeset_ready(pool))):
         meta["annotations"] = annotations
     return {
         "apiVersion": API_VERSION,
@@ -324,7 +328,10 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 def render(config: PlatformConfig) -> list[Rendered]:
     rendered = [*system_priority(config), Rendered("slurm-config", config_files(config)), Rendered("controller", controller(config))]
-    rendered += [Rendered(f"nodeset-{pool.name}", nodeset(config, pool)) for pool in config.gpu_pools]
+    rendered += [
+        Rendered(f"nodeset-{pool.name}", nodeset(config, pool), ready_when=nodeset_ready(pool) if pool.worker_replicas else None)
+        for pool in config.gpu_pools
+    ]
     rendered.append(Rendered("loginset", loginset(config)))
     if config.slurm.accounting.enabled:
         if uses_mariadb_operator(config):

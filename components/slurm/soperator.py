@@ -14,7 +14,7 @@ from ..config import PlatformConfig, PodResources
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
-from . import AccountingClient, PodRoles, Selector
+from . import AccountingClient, PodRoles, ReadyWhen, Selector
 from .common import SSHD_PORT, awaits_address, node_port_fields, readiness_annotations, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
@@ -24,7 +24,7 @@ ImageOf = Callable[[PlatformConfig, str], str]
 API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
 # soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
-READY_PHASE = "Available"
+READY = ReadyWhen("phase", "Available")
 
 
 def munge_container(config: PlatformConfig, image: ImageOf, pod: PodResources) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def exporter_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
 
 
 def slurm_cluster_annotations(config: PlatformConfig) -> dict[str, str]:
-    return readiness_annotations(config, f"{{.status.phase}}={READY_PHASE}")
+    return readiness_annotations(config, READY)
 
 
 def login_pod_selector(config: PlatformConfig) -> dict[str, str]:
@@ -201,11 +201,11 @@ def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]
 def not_ready_message(config: PlatformConfig, status: Optional[dict[str, Any]]) -> Optional[str]:
     """soperator's own words when the live cluster is not Available; None when it is (or is not known)."""
     phase = (status or {}).get("phase")
-    if not phase or phase == READY_PHASE:
+    if not phase or READY.holds(status):
         return None
     failing = unmet_conditions(status)
     return (
-        f"SlurmCluster {config.cluster.namespace}/{config.cluster.name} is {phase!r}, not {READY_PHASE}"
+        f"SlurmCluster {config.cluster.namespace}/{config.cluster.name} is {phase!r}, not {READY.value}"
         + (f"; {'; '.join(failing)}" if failing else "")
         + f". Inspect: kubectl -n {config.cluster.namespace} get slurmcluster {config.cluster.name} -o yaml"
     )

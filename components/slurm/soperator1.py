@@ -247,7 +247,7 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 def render(config: PlatformConfig) -> list[Rendered]:
     # The component reports the cluster's phase (and reads the login Service once it is up).
-    rendered = [Rendered("cluster", slurm_cluster_manifest(config), live_status=True)]
+    rendered = [Rendered("cluster", slurm_cluster_manifest(config), live_status=True, ready_when=soperator.READY)]
     service = restricted_login_service(config)
     if service is not None:
         # Its await needs ready login pods behind it, which exist once the cluster is Available.

@@ -407,7 +407,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     rendered = [*system_priority(config)]
     if config.ldap.enabled:
         rendered.append(Rendered("login-sshd-config", sshd_config_map(config)))
-    rendered.append(Rendered("cluster", slurm_cluster_manifest(config), live_status=True))
+    rendered.append(Rendered("cluster", slurm_cluster_manifest(config), live_status=True, ready_when=soperator.READY))
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
     rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
     service = soperator.restricted_login_service(config)
