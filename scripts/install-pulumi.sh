@@ -120,7 +120,10 @@ step() {
 	fi
 	log "[$step_number/$steps_total] $name (cold build about $expected; log: $logs/$name.log)"
 	rm -f "$stamp"
-	if ! "build_$name" >"$logs/$name.log" 2>&1; then
+	# In the background, then waited for: bash ignores errexit inside a function run as an `if`
+	# condition, so a failed command in the middle of a step would not fail it.
+	"build_$name" >"$logs/$name.log" 2>&1 &
+	if ! wait $!; then
 		tail -n 30 "$logs/$name.log" >&2
 		log "$name failed; full log: $logs/$name.log"
 		exit 1
