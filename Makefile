@@ -16,13 +16,14 @@ LOCAL_ENV := PULUMI_BACKEND_URL='file://$(CURDIR)/.pulumi-state?metadata=skip' \
 
 # The Pulumi toolchain: scripts/install-pulumi.sh builds it from Go modules once
 # (a normally installed Pulumi is used as is) and prints an env file setting
-# PATH and PULUMI_HOME. The Python language host it builds finds the project's
-# interpreter through PULUMI_PYTHON_CMD.
+# PATH and PULUMI_HOME. Its language host runs the program on .venv, as Pulumi.yaml says, and
+# reads PULUMI_PYTHON_CMD as a name inside .venv/bin: one left in the shell by the old
+# instructions (an absolute path) would break it, hence the unset.
 # GOGC: the CLI spends most of a large up re-encoding its whole checkpoint after every step,
 # and Go's collector took a quarter of that CPU; 400 (collect at 5x the live heap, not 2x) cut the
 # CPU per resource by 22% at 330 resources (benchmarks/kube.py, issue 21). The workflows set the same.
 GOGC ?= 400
-PULUMI_ENV = . "$$(scripts/install-pulumi.sh)" && export PULUMI_PYTHON_CMD="$(CURDIR)/$(PYTHON)" GOGC=$(GOGC)
+PULUMI_ENV = . "$$(scripts/install-pulumi.sh)" && unset PULUMI_PYTHON_CMD && export GOGC=$(GOGC)
 
 # The policy pack runs in its own virtualenv (policies/PulumiPolicy.yaml: virtualenv: venv),
 # from its own requirements, exactly as `pulumi policy publish` ships it.

@@ -14,11 +14,14 @@
 #                                CLI that still starts Python policy packs through
 #                                pulumi-analyzer-policy-python (v3.222.0 moved to RunPlugin,
 #                                which the v3.79.0 host does not implement for packs).
-#   bin/pulumi-language-python   Python language host, github.com/pulumi/pulumi/sdk/v3 v3.79.0,
+#   bin/pulumi-language-python-v3.79.0
+#                                Python language host, github.com/pulumi/pulumi/sdk/v3 v3.79.0,
 #                                the last sdk/v3 release that contains it; plus its
 #                                pulumi-language-python-exec and pulumi-analyzer-policy-python.
-#                                It finds the project's interpreter via PULUMI_PYTHON_CMD
-#                                (the Makefile and the engine tests set it to .venv/bin/python).
+#   bin/pulumi-language-python   what the CLI starts: scripts/toolchain/pulumi-language-python/
+#                                wrapper, which hands that host Pulumi.yaml's
+#                                `runtime.options.virtualenv` (.venv) as its -virtualenv flag, the
+#                                only way v3.79.0 reads it; CLI v3.220.0 passes no options as flags.
 #   plugin kubernetes            github.com/pulumi/pulumi-kubernetes/provider/v4 at the only
 #                                version the proxy serves: commit f47bc2d6f199 (2026-01-15),
 #                                after v4.24.1 and before v4.25.0. It reports
@@ -117,7 +120,10 @@ step() {
 	fi
 	log "[$step_number/$steps_total] $name (cold build about $expected; log: $logs/$name.log)"
 	rm -f "$stamp"
-	if ! "build_$name" >"$logs/$name.log" 2>&1; then
+	# In the background, then waited for: bash ignores errexit inside a function run as an `if`
+	# condition, so a failed command in the middle of a step would not fail it.
+	"build_$name" >"$logs/$name.log" 2>&1 &
+	if ! wait $!; then
 		tail -n 30 "$logs/$name.log" >&2
 		log "$name failed; full log: $logs/$name.log"
 		exit 1
@@ -135,7 +141,8 @@ build_python_host() (
 	local sdk
 	go -C "$sources/pulumi-language-python" build \
 		-ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$HOST_VERSION" \
-		-o "$bin/pulumi-language-python" github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python
+		-o "$bin/pulumi-language-python-$HOST_VERSION" github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python
+	go -C "$sources/pulumi-language-python" build -ldflags "-s -w" -o "$bin/pulumi-language-python" ./wrapper
 	sdk=$(go -C "$sources/pulumi-language-python" list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
 	install -m 755 "$sdk/python/cmd/pulumi-language-python-exec" "$sdk/python/dist/pulumi-analyzer-policy-python" "$bin/"
 )
@@ -183,13 +190,13 @@ build_random() (
 
 started=$SECONDS
 step cli "5 min" pulumi-cli "$bin/pulumi"
-step python_host "1 min" pulumi-language-python "$bin/pulumi-language-python" "$bin/pulumi-language-python-exec"
+step python_host "2 min" pulumi-language-python "$bin/pulumi-language-python" "$bin/pulumi-language-python-$HOST_VERSION" "$bin/pulumi-language-python-exec"
 step kubernetes "7 min" "" "$home/plugins/resource-kubernetes-v$K8S_PLUGIN_VERSION"
 step random "5 min" pulumi-resource-random "$home/plugins/resource-random-v$RANDOM_PLUGIN_VERSION"
 
 cat >"$root/VERSIONS" <<VERSIONS
 pulumi CLI $("$bin/pulumi" version): github.com/pulumi/pulumi/pkg/v3 $CLI_VERSION
-pulumi-language-python: github.com/pulumi/pulumi/sdk/v3 $HOST_VERSION (python/cmd/pulumi-language-python)
+pulumi-language-python-$HOST_VERSION: github.com/pulumi/pulumi/sdk/v3 $HOST_VERSION (python/cmd/pulumi-language-python), started by pulumi-language-python (scripts/toolchain/pulumi-language-python/wrapper)
 plugin kubernetes $K8S_PLUGIN_VERSION: $K8S_MODULE@$K8S_MODULE_VERSION ($K8S_MODULE_SUM)
 plugin random $RANDOM_PLUGIN_VERSION: github.com/terraform-providers/terraform-provider-random v3.6.3 (v1.3.2-0.20240911140632-e546ae44b440) via github.com/pulumi/pulumi-terraform-bridge/v3 v3.122.0
 VERSIONS

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,8 +37,9 @@ def toolchain_env() -> dict[str, str]:
     env_file = built.stdout.strip().splitlines()[-1]
     sourced = subprocess.run(["bash", "-c", f'. "{env_file}" && env -0'], capture_output=True, text=True, check=True)
     env = dict(entry.split("=", 1) for entry in sourced.stdout.split("\0") if "=" in entry)
-    # The v3.79.0 language host finds the project's interpreter only through this variable.
-    env["PULUMI_PYTHON_CMD"] = sys.executable
+    # The language host runs the program on the project's .venv (Pulumi.yaml); with a virtualenv it reads
+    # this variable as a name inside the virtualenv's bin/, so an absolute path from the caller breaks it.
+    env.pop("PULUMI_PYTHON_CMD", None)
     return env
 
 

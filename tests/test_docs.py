@@ -9,9 +9,10 @@ import pytest
 import yaml
 from pydantic import Field
 
-from components.config import PROJECT, ConfigError, parse_config
+from components.config import PROJECT, ConfigError, PlatformConfig, parse_config
 from components.config.fields import DnsLabel, Model
-from tests.harness import ROOT
+from components.slurm import slinky, soperator
+from tests.harness import ROOT, stack_config
 from tools import docs
 from tools.docs import EXAMPLES, STACK_SECTION, Schema, keys, render, sections
 
@@ -98,3 +99,31 @@ def test_an_example_that_rots_fails():
 
 def test_every_section_has_exactly_one_example():
     assert sorted(EXAMPLES) == sorted(name for name, _ in sections())
+
+
+def section(page: str, heading: str) -> str:
+    text = (ROOT / page).read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def soperator_database(config: PlatformConfig) -> str:
+    selector = soperator.pod_roles(config, "worker", False).database
+    assert selector is not None, "the stack's accounting is not on the MariaDB operator"
+    return selector["matchLabels"]["app.kubernetes.io/instance"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "database"),
+    [("prod-hanoi", soperator_database), ("prod-hcm", lambda config: slinky.names(config)["mariadb"])],
+    ids=["soperator", "slinky"],
+)
+def test_the_accounting_backup_command_names_the_database_the_program_renders(stack, database):
+    """docs/operations.md's backup: a command per operator, on the MariaDB object that operator's stack gets."""
+    backup = section("docs/operations.md", "Backing up the accounting database")
+    config = parse_config(stack_config(stack))
+    name = database(config).replace(config.cluster.name, "<cluster>", 1)
+    assert f"db={name}" in backup, f"docs/operations.md's backup names no MariaDB {name}"
+    assert "mariadb-dump" in backup and 'kubectl -n "$ns" exec -i "statefulset/$db" -c mariadb' in backup
+    assert "](#backing-up-the-accounting-database)" in section("docs/operations.md", "Upgrading soperator 1.14.10 to 4.1.7")

@@ -1,6 +1,8 @@
 """Every link in README.md and docs/*.md leads somewhere: a relative link names a file or
 folder of the checkout, an `#anchor` a heading of the page it points to (GitHub's slugs),
-and an external link is a well-formed http(s) URL (never fetched: the tests run offline)."""
+and an external link is a well-formed http(s) URL (never fetched: the tests run offline).
+What the pages name is still there: each path in a code span, the virtualenvs the project
+files set, and every example stack in getting-started's list."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from tests.harness import ROOT
+import yaml
+
+from tests.harness import ROOT, example_stacks
 
 FENCE = re.compile(r"^(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -145,3 +149,80 @@ def test_the_checker_finds_each_kind_of_broken_link(tmp_path):
         "README.md:9: htps://example.org: not a well-formed http(s) URL",
         "README.md:9: ../outside.md: outside the repository",
     ]
+
+
+# --- paths and settings named in code spans -------------------------------------------
+
+
+def top_level_folders(root: Path) -> list[str]:
+    return sorted(path.name for path in root.iterdir() if path.is_dir() and not path.name.startswith(".git") and path.name != "__pycache__")
+
+
+def named_paths(text: str, folders: list[str]) -> list[tuple[int, str]]:
+    """(line, path) for each code span of the prose that is a path under one of the repository's folders."""
+    path = re.compile(rf"^(?:{'|'.join(map(re.escape, folders))})/[A-Za-z0-9_./-]*$")
+    found = []
+    for number, line in prose_lines(text):
+        for span in CODE_SPAN.finditer(line):
+            token = span.group(0).strip("`").strip()
+            if path.match(token):
+                found.append((number, token))
+    return found
+
+
+def missing_paths(page: Path, root: Path = ROOT) -> list[str]:
+    """Each path a page names in a code span that the checkout lacks (a `module.name` counts as module.py)."""
+    problems = []
+    for number, token in named_paths(page.read_text(), top_level_folders(root)):
+        target = root / token.rstrip("/")
+        module = root / (token.split(".", 1)[0] + ".py")
+        if not target.exists() and not ("." in Path(token).name and module.is_file()):
+            problems.append(f"{page.relative_to(root).as_posix()}:{number}: {token}: no such path")
+    return problems
+
+
+def test_every_path_the_docs_name_exists():
+    checked = [*pages(), ROOT / "policies" / "README.md"]
+    assert sum(len(named_paths(page.read_text(), top_level_folders(ROOT))) for page in checked) > 40
+    assert [problem for page in checked for problem in missing_paths(page)] == []
+
+
+def test_the_path_check_finds_a_moved_module(tmp_path):
+    (tmp_path / "components" / "identity").mkdir(parents=True)
+    (tmp_path / "components" / "identity" / "ldif.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "harness.py").write_text("")
+    page = tmp_path / "README.md"
+    page.write_text(
+        "(`ldif_line` in `components/ldap.py`), `components/identity/ldif.py`, `components/identity/`,\n"
+        "`tests/harness.run_under_mocks`, `ci/pulumi-preview`, `x/y`\n\n```\ncomponents/gone.py\n```\n"
+    )
+    assert missing_paths(page, tmp_path) == ["README.md:1: components/ldap.py: no such path"]
+
+
+def test_the_policy_packs_readme_names_the_packs_own_virtualenv():
+    """PulumiPolicy.yaml's `virtualenv`, as policies/README.md says it, and Pulumi.yaml's, as the docs say it."""
+    for readme, project in ((ROOT / "policies" / "README.md", ROOT / "policies" / "PulumiPolicy.yaml"), (ROOT / "README.md", ROOT / "Pulumi.yaml")):
+        virtualenv = yaml.safe_load(project.read_text())["runtime"]["options"]["virtualenv"]
+        pages_of = [readme] if readme.parent.name == "policies" else pages()
+        said = {match for page in pages_of for match in re.findall(r"`virtualenv: ([^`]+)`", page.read_text())}
+        assert said <= {virtualenv}, f"{readme.relative_to(ROOT)}: says virtualenv {sorted(said)}, {project.name} has {virtualenv}"
+    assert "`virtualenv: venv`" in (ROOT / "policies" / "README.md").read_text()
+
+
+def stacks_not_listed(page_text: str, stacks: list[str]) -> list[str]:
+    """The example stacks that getting-started's "Example stacks" section does not name as Pulumi.<stack>.yaml."""
+    section = page_text[page_text.index("## Example stacks") :]
+    section = section[: section.index("\n## ", 1)]
+    return [stack for stack in stacks if f"`Pulumi.{stack}.yaml`" not in section]
+
+
+def test_getting_started_lists_every_example_stack():
+    stacks = example_stacks()
+    assert len(stacks) >= 10 and {"local", "kwok", "dev-lab", "prod-hoalac"} <= set(stacks)
+    assert stacks_not_listed((ROOT / "docs" / "getting-started.md").read_text(), stacks) == []
+
+
+def test_the_stack_list_check_finds_an_omitted_stack():
+    page = "## Example stacks\n\n`Pulumi.local.yaml`, `Pulumi.dev.yaml`.\n\n## Next\n\n`Pulumi.dev-lab.yaml`\n"
+    assert stacks_not_listed(page, ["local", "dev", "dev-lab"]) == ["dev-lab"]

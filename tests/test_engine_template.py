@@ -141,14 +141,11 @@ def test_pulumi_new_makes_a_stack_from_the_prompts_that_previews(env):
     assert steps[0].startswith("venv ") and "-m pip install -r requirements.txt" in steps, steps  # it installs our requirements
     assert not {".pulumi-state", "rendered", ".pytest_cache", "__pycache__"} & {p.name for p in project.rglob("*")}
 
-    # The preview runs on the project's virtualenv, as the engine tests' copies do. (The language host
-    # of scripts/install-pulumi.sh reads no runtime options from this CLI, so its virtualenv is the
-    # project's root, not .venv: docs/getting-started.md says so.)
-    stand_in_venv = Path(steps[0].removeprefix("venv "))
-    (stand_in_venv / "bin" / "python").unlink()
-    (stand_in_venv / "bin").rmdir()
-    (project / ".venv").symlink_to(ROOT / ".venv")
-    environment = {**environment, "PULUMI_PYTHON_CMD": sys.executable}
+    # The dependencies went to .venv, as Pulumi.yaml's runtime.options.virtualenv says (the toolchain's host
+    # is handed it: scripts/toolchain/pulumi-language-python/wrapper), and the preview runs there: the
+    # stand-in's virtualenv python runs the project's interpreter.
+    assert steps[0] == f"venv {project / '.venv'}", steps
+    environment = {key: value for key, value in environment.items() if key != "PULUMI_PYTHON_CMD"}
     preview = pulumi(environment, "preview", "--stack", STACK, "--json", cwd=project)
     planned = json.loads(preview.stdout)["steps"]
     created = {step["urn"].rsplit("::", 1)[1] for step in planned if step["op"] == "create"}

@@ -23,7 +23,11 @@ WORKFLOW_DIR = ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 SETUP_ACTION = ROOT / ".github" / "actions" / "stack-setup" / "action.yml"
 CI_DOC = ROOT / "docs" / "ci.md"  # the workflows' documentation, with the one-time setup per stack
-# `local` renders to a directory and `kwok` deploys to the loopback test cluster: neither is deployed by CI.
+DEPLOY_STACKS_ACTION = ROOT / ".github" / "actions" / "deploy-stacks" / "action.yml"
+# The matrix every Pulumi job takes from the repository variable DEPLOY_STACKS, through the `stacks` job.
+DEPLOY_LIST_MATRIX = "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+# The tests read the workflows as in a repository whose DEPLOY_STACKS lists every example stack but
+# `local` (renders to a directory) and `kwok` (the loopback test cluster).
 DEPLOYED_STACKS = sorted(s for s in example_stacks() if s not in ("local", "kwok"))
 PRODUCTION = [s for s in DEPLOYED_STACKS if s.startswith("prod-")]
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
@@ -56,6 +60,8 @@ def job_stacks(job: dict[str, Any]) -> list[dict[str, str]]:
     if "include" in matrix:
         return [dict(entry) for entry in matrix["include"]]
     ((key, values),) = matrix.items()
+    if values == DEPLOY_LIST_MATRIX:
+        values = DEPLOYED_STACKS
     return [{key: value} for value in values]
 
 
@@ -262,7 +268,7 @@ def test_every_credential_waits_for_a_reviewer_or_for_main():
     for path in WORKFLOWS:
         assert unprotected_credentials(load(path), protections) == [], path.name
         checked += sum(1 for job in load(path)["jobs"].values() if credential_secrets(job))
-    assert checked == 4  # preview, deploy's dev and production, drift
+    assert checked == 3  # preview, deploy, drift
 
 
 def test_the_protection_check_catches_an_unreviewed_preview_and_a_repository_secret():
@@ -292,14 +298,111 @@ def test_forks_get_no_preview_and_no_secrets():
     assert set(workflow["on"]) == {"pull_request"}  # never pull_request_target: it hands secrets to fork code
     for name, job in workflow["jobs"].items():
         if any(step_uses(step, "./.github/actions/stack-setup") for step in job.get("steps", [])):
-            assert job.get("if") == "github.event.pull_request.head.repo.full_name == github.repository", name
+            assert str(job.get("if")).startswith("github.event.pull_request.head.repo.full_name == github.repository &&"), name
 
 
-def test_only_main_deploys_and_production_waits_for_dev():
+def test_only_main_deploys_in_the_lists_order_one_stack_at_a_time():
     workflow = load(WORKFLOW_DIR / "deploy.yml")
     assert workflow["on"] == {"push": {"branches": ["main"]}}
-    assert workflow["jobs"]["production"]["needs"] == "dev"
-    assert workflow["jobs"]["production"]["strategy"]["max-parallel"] == 1
+    (deploy,) = [job for job in workflow["jobs"].values() if job.get("strategy")]
+    assert deploy["strategy"]["max-parallel"] == 1
+    assert deploy["strategy"]["fail-fast"] is True  # a failed deploy stops the stacks listed after it
+
+
+def workflow_rows(readme: str) -> dict[str, dict[str, str]]:
+    """docs/ci.md's workflow table: each row's cells by column, keyed by the workflow file it names."""
+    table = re.search(r"^\| workflow \|(.*)\|\n\|[-| ]+\|\n((?:\|.*\|\n)+)", readme, re.MULTILINE)
+    assert table, "docs/ci.md has no workflow table"
+    columns = [cell.strip() for cell in table.group(1).split("|")]
+    rows = {}
+    for row in table.group(2).splitlines():
+        first, *cells = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        rows[first.strip("`")] = dict(zip(columns, cells, strict=True))
+    return rows
+
+
+def stale_workflow_rows(readme: str) -> list[str]:
+    """What docs/ci.md's workflow table says that the workflows no longer do."""
+    rows = workflow_rows(readme)
+    problems = [f"{path.name}: not in the table" for path in WORKFLOWS if path.name not in rows]
+    for name, row in rows.items():
+        if not (WORKFLOW_DIR / name).is_file():
+            problems.append(f"{name}: no such workflow")
+            continue
+        named = set(re.findall(r"`([^`]+)`", row.get("jobs", "")))
+        if named != set(jobs(name)):
+            problems.append(f"{name}: the table names jobs {sorted(named)}, the workflow has {sorted(jobs(name))}")
+        stacks = [stack for stack in example_stacks() if f"`{stack}`" in row.get("what", "")]
+        if stacks:
+            problems.append(f"{name}: names stacks {stacks}; which stacks CI runs is DEPLOY_STACKS")
+    return problems
+
+
+def test_the_ci_page_names_each_workflows_jobs_and_no_stack():
+    assert stale_workflow_rows(CI_DOC.read_text()) == []
+
+
+def test_the_workflow_table_check_catches_the_old_deploy_row():
+    readme = CI_DOC.read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `deploy.yml` |"))
+    old = (
+        "| `deploy.yml` | `dev`, `production` | push to `main` | `pulumi up --refresh`: `dev`, then `prod-hanoi` and `prod-hangzhou` one at a time |"
+    )
+    assert stale_workflow_rows(readme.replace(row, old)) == [
+        "deploy.yml: the table names jobs ['dev', 'production'], the workflow has ['deploy', 'stacks']",
+        "deploy.yml: names stacks ['dev', 'prod-hangzhou', 'prod-hanoi']; which stacks CI runs is DEPLOY_STACKS",
+    ]
+
+
+# --- which stacks a repository deploys: one list, empty in a fork or a new project ----------
+
+
+@pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
+def test_every_pulumi_job_takes_its_stacks_from_the_one_list(workflow):
+    all_jobs = jobs(workflow)
+    (listing,) = [step for step in all_jobs["stacks"]["steps"] if step_uses(step, "./.github/actions/deploy-stacks")]
+    assert listing["with"]["stacks"] == "${{ vars.DEPLOY_STACKS }}"
+    assert all_jobs["stacks"]["outputs"]["stacks"] == f"${{{{ steps.{listing['id']}.outputs.stacks }}}}"
+    runs = {name for name, _, _, _, _ in stack_jobs(workflow)}
+    for name in runs:
+        job = all_jobs[name]
+        assert "stacks" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"]), name
+        assert job["strategy"]["matrix"] == {"stack": DEPLOY_LIST_MATRIX}, name
+        assert str(job["if"]).endswith("needs.stacks.outputs.stacks != '[]'"), f"{name}: an empty list must skip the job"
+
+
+@pytest.mark.parametrize("workflow", ["preview.yml", "deploy.yml", "drift.yml"])
+def test_no_workflow_names_a_stack_of_its_own(workflow):
+    """A stack named in a workflow is deployed by every fork and every project made from this one."""
+    text = "\n".join(line.split(" #")[0] for line in (WORKFLOW_DIR / workflow).read_text().splitlines() if not line.lstrip().startswith("#"))
+    named = [stack for stack in example_stacks() if re.search(rf"(?<![\w-]){re.escape(stack)}(?![\w-])", text)]
+    assert named == [], f"{workflow} names {named}: list the stacks this repository deploys in DEPLOY_STACKS"
+
+
+def run_deploy_list(directory: Path, value: str) -> tuple[subprocess.CompletedProcess, str]:
+    (step,) = load(DEPLOY_STACKS_ACTION)["runs"]["steps"]
+    output = directory / "github-output"
+    output.write_text("")
+    env = {"DEPLOY_STACKS": value, "GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=directory, env=env, capture_output=True, text=True
+    )
+    return result, output.read_text()
+
+
+def test_the_list_is_parsed_checked_against_the_checkout_and_empty_by_default(tmp_path):
+    for stack in ("dev", "prod-hanoi"):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+        (tmp_path / "policies" / "config").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "policies" / "config" / f"{stack}.json").write_text("{}\n")
+    result, output = run_deploy_list(tmp_path, "")  # a fork, or a project made with `pulumi new`: no variable
+    assert result.returncode == 0 and output == "stacks=[]\n", result.stdout + result.stderr
+    assert "deploys no stack" in result.stdout
+    result, output = run_deploy_list(tmp_path, "dev, prod-hanoi\n")
+    assert result.returncode == 0 and json.loads(output.removeprefix("stacks=")) == ["dev", "prod-hanoi"]
+    result, output = run_deploy_list(tmp_path, "dev prod-hcm")  # a stack this checkout has no file for
+    assert result.returncode == 1 and output == ""
+    assert "::error title=DEPLOY_STACKS::" in result.stdout and "prod-hcm" in result.stdout
 
 
 # --- what Pulumi is told ------------------------------------------------------------
@@ -315,7 +418,7 @@ def pulumi_steps():
 
 def test_every_pulumi_step_pins_one_exact_cli_version_and_logs_in_to_the_backend():
     steps = list(pulumi_steps())
-    assert len(steps) == 4
+    assert len(steps) == 3  # preview, deploy, drift
     versions = {str(step["pulumi-version"]) for _, _, step in steps}
     toolchain = re.search(r"^CLI_VERSION=v(\S+)$", (ROOT / "scripts" / "install-pulumi.sh").read_text(), re.MULTILINE)
     assert toolchain is not None
