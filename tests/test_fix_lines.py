@@ -285,3 +285,46 @@ def test_an_inferred_cloud_says_from_what_where_a_message_depends_on_it():
     raw["slurm"]["login"]["serviceAnnotations"] = {OPENSTACK_INTERNAL: "true", "service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
     lines = problems_of(raw)
     assert any(line.startswith(f"{PROJECT}:cloud: is not set") for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("stack", "cloud", "said"),
+    [
+        # The region copied from an FPT stack is the one key against two of Alibaba's: set either way, it contradicts them.
+        ("staging-hangzhou", "alibaba", ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+        ("staging-hangzhou", "fpt", ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+        ("staging-hangzhou", None, ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+    ],
+)
+def test_one_key_against_several_is_a_contradiction_not_a_vote(stack, cloud, said):
+    raw = {**without_cloud(stack, region="hanoi"), **({"cloud": cloud} if cloud else {})}
+    line = line_at(raw, "cloud")
+    assert line is not None and "points to more than one cloud" in line and all(key in line for key in said), line
+    if cloud:
+        # No value of `cloud` satisfies keys that disagree: the fix is to change the keys that are not the cloud's.
+        assert fixes_in(line) == [] and "change " in line, line
+        for other in ("alibaba", "fpt"):
+            assert line_at({**raw, "cloud": other}, "cloud") is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (without_cloud("dev", region="hcm"), ["cloud: fpt, inferred from region: hcm (an FPT Cloud region)", "cloud is unset"]),
+        (without_cloud("prod-hangzhou"), ["cloud: alibaba, inferred from storage.storageClass.kind: alibabaNas", "region: cn-hangzhou"]),
+        (stack_config("prod-hangzhou"), [f"cloud: alibaba, set by {PROJECT}:cloud; the config agrees: storage.storageClass.kind: alibabaNas"]),
+        (without_cloud("dev", region="lab"), [f"cloud: fpt, the default: {PROJECT}:cloud is unset and no key names a cloud"]),
+    ],
+)
+def test_every_preview_says_the_cloud_and_the_keys_it_came_from(monkeypatch, raw, said):
+    """A region copied from another cloud's stack changes the inferred cloud: the preview says so, and so does an output."""
+    from components.platform import build_platform
+    from tests.harness import run_under_mocks
+
+    logged: list[str] = []
+    monkeypatch.setattr("pulumi.log.info", lambda message, *args, **kwargs: logged.append(message))
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw)
+    (line,) = [message for message in logged if message.startswith("cloud: ")]
+    assert all(text in line for text in said), line
+    assert run.outputs["cloud"] == line
