@@ -328,3 +328,75 @@ def test_every_preview_says_the_cloud_and_the_keys_it_came_from(monkeypatch, raw
     (line,) = [message for message in logged if message.startswith("cloud: ")]
     assert all(text in line for text in said), line
     assert run.outputs["cloud"] == line
+
+
+# --- node pools that can match one node -----------------------------------------------------------
+
+GPU_PRODUCT = "nvidia.com/gpu.product"
+
+
+def _pools(*changes: dict[str, Any]) -> dict[str, Any]:
+    """The dev stack (pools gpu-h100: H100 nodes, system) with each pool's keys changed, and pools added after them."""
+    raw = copy.deepcopy(stack_config("dev"))
+    pools = raw["nodePools"]
+    for index, change in enumerate(changes):
+        if index < len(pools):
+            pools[index] = {**pools[index], **change}
+        else:
+            pools.append({**pools[0], **change})
+    return raw
+
+
+def overlap_lines(raw: dict[str, Any]) -> list[str]:
+    return [line for line in problems_of(raw) if "can match the same node" in line]
+
+
+@pytest.mark.parametrize(
+    ("raw", "pools"),
+    [
+        # The system pool copied the GPU pool's selector.
+        (_pools({}, {"selector": {"worker.fptcloud/pool": "gpu-h100"}}), ("gpu", "system")),
+        # Selectors with no key in common: a node can carry both.
+        (_pools({}, {"selector": {"node.example/role": "system"}}), ("gpu", "system")),
+        # A Slurm pool selecting by the GPU product label next to a pool of Kueue's nodes with that GPU.
+        (
+            _pools(
+                {"selector": {GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3"}},
+                {},
+                {"name": "kueue-h100", "selector": {"worker.fptcloud/pool": "kueue-h100"}, "slurmWorkers": 0},
+            ),
+            ("gpu", "kueue-h100"),
+        ),
+    ],
+)
+def test_pools_that_can_match_one_node_are_refused_with_a_label_that_separates_them(raw, pools):
+    lines = overlap_lines(raw)
+    assert any(all(f"({name}, nodes labelled" in line for name in pools) for line in lines), lines
+    for line in lines:
+        assert GPU_PRODUCT not in line.split(": ", 1)[0], line  # never offers to set the GPU's own label
+        (fix,) = fixes_in(line)
+        assert len(overlap_lines(apply_fix(raw, fix))) < len(lines), (fix, overlap_lines(apply_fix(raw, fix)))
+    # Following the fix lines one after another leaves no overlap.
+    for _ in range(len(lines)):
+        raw = apply_fix(raw, fixes_in(overlap_lines(raw)[0])[0]) if overlap_lines(raw) else raw
+    assert overlap_lines(raw) == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _pools(),
+        # Different GPU products: a node carries one nvidia.com/gpu.product value.
+        _pools(
+            {"selector": {GPU_PRODUCT: "NVIDIA-H200"}, "gpuProduct": "NVIDIA-H200"},
+            {"name": "h100", "gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpusPerNode": 8, "selector": {"worker.fptcloud/pool": "gpu-h100"}},
+        ),
+    ],
+)
+def test_pools_a_label_keeps_apart_are_accepted(raw):
+    assert overlap_lines(raw) == []
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_no_example_stack_has_pools_that_overlap(stack):
+    assert overlap_lines(stack_config(stack)) == []
