@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from .cloud import resolve_cloud
 from .fields import PROJECT, Problem, closest, key_path
 from .ldap import REMOVED_KEYS
+from .operator_keys import unread_key_problems
 from .platform import PlatformConfig
 from .rules import cross_field_problems
 
@@ -219,6 +220,9 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         config = config.model_copy(update={"cloud": cloud})
     config._cloud_origin = origin
     problems += cross_field_problems(config)
+    # A key its operator never reads, unless a rule already names it (e.g. a value that operator cannot take).
+    named = {problem.path for problem in problems}
+    problems += [problem for problem in unread_key_problems(config, raw) if problem.path not in named]
     if problems:
         raise refusal(problems, secret_keys)
     config._secret_keys = frozenset(secret_keys)
