@@ -42,7 +42,11 @@ class KarpenterConfig(Model):
 class NodePoolConfig(Model):
     name: DnsLabel = Field(..., description="The pool's name: its Slurm partition, NodeSet or worker group, and cells name it.")
     selector: dict[QualifiedName, LabelValue] = Field(
-        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
+        ...,
+        min_length=1,
+        description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}: each pair of pools must select a "
+        "label key both name with different values (or differ in gpuProduct where one selects nvidia.com/gpu.product), "
+        "so that no node matches two pools.",
     )
     gpu_product: Optional[LabelValue] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpu_type: Optional[GpuType] = Field(
