@@ -11,6 +11,7 @@ from pulumi.runtime.sync_await import _sync_await
 from . import warn
 from .capacity_map import capacity_map
 from .config import PlatformConfig, refusal
+from .config.cloud import cloud_summary
 from .identity.directory import LdapDirectory
 from .kueue import Kueue
 from .kueue import render as kueue_objects
@@ -57,6 +58,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     problems = move_problems(config, previous_operator(last_outputs(previous)), pulumi.get_stack())
     if problems:
         raise refusal(problems, config.secret_keys, pulumi.get_stack())
+    # Every preview says which cloud's rules the stack is checked by, and which keys chose it.
+    pulumi.log.info(cloud_summary(config))
     provider = provider or kubernetes_provider(config)
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     namespace = config.cluster.namespace
@@ -147,6 +150,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     return {
         "environment": pulumi.Output.from_input(config.environment),
         "region": pulumi.Output.from_input(config.region),
+        "cloud": pulumi.Output.from_input(cloud_summary(config)),
         "namespace": pulumi.Output.from_input(namespace),
         "clusterName": pulumi.Output.from_input(config.cluster.name),
         "slurmOperator": pulumi.Output.from_input(deployed_operator(config)),

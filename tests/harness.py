@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from components.config.operator_keys import READ_BY
 from tools.policy_configs import raw_stack_config, stacks
 from tools.program_mocks import Run, run_under_mocks
 
-__all__ = ["ROOT", "Run", "example_stacks", "run_under_mocks", "stack_config"]
+__all__ = ["ROOT", "Run", "example_stacks", "run_under_mocks", "stack_config", "without_keys_unread_by"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,3 +28,16 @@ def tracked_files() -> list[Path]:
     """The files git tracks: what a clone holds."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return [ROOT / name for name in listed.split("\0") if name]
+
+
+def without_keys_unread_by(operator: str, document: dict[str, Any]) -> dict[str, Any]:
+    """`document` (a stack's config, changed in place) without the keys `operator` (soperator 4.1.7, ack, ...)
+    never reads, which it refuses (components/config/operator_keys.py): a stack moved to another operator."""
+    for path, entry in READ_BY.items():
+        *above, key = path
+        block = document
+        for part in above:
+            block = block.get(part, {})
+        if operator not in entry.operators:
+            block.pop(key, None)
+    return document

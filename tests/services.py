@@ -40,7 +40,7 @@ from typing import Any, Optional
 import pytest
 from slurm_rules import confinement
 
-from tests.harness import ROOT, stack_config
+from tests.harness import ROOT, stack_config, without_keys_unread_by
 
 SCRIPT = ROOT / "scripts" / "services-local.sh"
 
@@ -778,6 +778,7 @@ def as_operator(document: dict[str, Any], operator: str, release: str) -> dict[s
     slurm = document["slurm"]
     slurm["worker"] = {**slurm.get("worker", {}), "cgroupVersion": "v1"}
     document["slurmOperator"] = operator
+    without_keys_unread_by(operator, document)
     if operator == "ack":
         # staging-hangzhou's ACK settings, its image of `release`, workers as dynamic nodes (no autoscaling).
         hangzhou = stack_config("staging-hangzhou")["slurm"]

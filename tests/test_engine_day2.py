@@ -71,6 +71,8 @@ def test_an_operator_switch_on_a_live_stack_needs_its_acknowledgement_and_keeps_
     ws.pulumi("up", "--yes", "--skip-preview")  # the stack has run soperator 1.14.10
     before = ws.state_file().read_text()
     with ws.config_set("slurmOperator", "slinky"):
+        # Slinky refuses the keys only soperator 1.14.10 reads (slurm.worker.size: 8, its default).
+        ws.pulumi("config", "rm", "--path", "slurm-platform:slurm.worker.size")
         refused = ws.pulumi("up", "--yes", "--skip-preview", check=False)
         output = refused.stdout + refused.stderr
         assert refused.returncode != 0 and "Traceback" not in output

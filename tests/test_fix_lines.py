@@ -415,3 +415,118 @@ def test_each_fix_line_offered_names_the_stack_and_fixes_its_problem(raw, line, 
     of several alternatives (two keys that disagree on the cloud), the problem it answers is gone; the other key's stays."""
     after = line_at(apply_fix(raw, fix), path)
     assert after is None or (len(fixes_in(line)) > 1 and after != line), (fix, after)
+
+
+@pytest.mark.parametrize(
+    ("stack", "cloud", "said"),
+    [
+        # The region copied from an FPT stack is the one key against two of Alibaba's: set either way, it contradicts them.
+        ("staging-hangzhou", "alibaba", ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+        ("staging-hangzhou", "fpt", ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+        ("staging-hangzhou", None, ["region: hanoi", "slurmOperator: ack", "storage.storageClass.kind: alibabaNas"]),
+    ],
+)
+def test_one_key_against_several_is_a_contradiction_not_a_vote(stack, cloud, said):
+    raw = {**without_cloud(stack, region="hanoi"), **({"cloud": cloud} if cloud else {})}
+    line = line_at(raw, "cloud")
+    assert line is not None and "points to more than one cloud" in line and all(key in line for key in said), line
+    if cloud:
+        # No value of `cloud` satisfies keys that disagree: the fix is to change the keys that are not the cloud's.
+        assert fixes_in(line) == [] and "change " in line, line
+        for other in ("alibaba", "fpt"):
+            assert line_at({**raw, "cloud": other}, "cloud") is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (without_cloud("dev", region="hcm"), ["cloud: fpt, inferred from region: hcm (an FPT Cloud region)", "cloud is unset"]),
+        (without_cloud("prod-hangzhou"), ["cloud: alibaba, inferred from storage.storageClass.kind: alibabaNas", "region: cn-hangzhou"]),
+        (stack_config("prod-hangzhou"), [f"cloud: alibaba, set by {PROJECT}:cloud; the config agrees: storage.storageClass.kind: alibabaNas"]),
+        (without_cloud("dev", region="lab"), [f"cloud: fpt, the default: {PROJECT}:cloud is unset and no key names a cloud"]),
+    ],
+)
+def test_every_preview_says_the_cloud_and_the_keys_it_came_from(monkeypatch, raw, said):
+    """A region copied from another cloud's stack changes the inferred cloud: the preview says so, and so does an output."""
+    from components.platform import build_platform
+    from tests.harness import run_under_mocks
+
+    logged: list[str] = []
+    monkeypatch.setattr("pulumi.log.info", lambda message, *args, **kwargs: logged.append(message))
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw)
+    (line,) = [message for message in logged if message.startswith("cloud: ")]
+    assert all(text in line for text in said), line
+    assert run.outputs["cloud"] == line
+
+
+# --- node pools that can match one node -----------------------------------------------------------
+
+GPU_PRODUCT = "nvidia.com/gpu.product"
+
+
+def _pools(*changes: dict[str, Any]) -> dict[str, Any]:
+    """The dev stack (pools gpu-h100: H100 nodes, system) with each pool's keys changed, and pools added after them."""
+    raw = copy.deepcopy(stack_config("dev"))
+    pools = raw["nodePools"]
+    for index, change in enumerate(changes):
+        if index < len(pools):
+            pools[index] = {**pools[index], **change}
+        else:
+            pools.append({**pools[0], **change})
+    return raw
+
+
+def overlap_lines(raw: dict[str, Any]) -> list[str]:
+    return [line for line in problems_of(raw) if "can match the same node" in line]
+
+
+@pytest.mark.parametrize(
+    ("raw", "pools"),
+    [
+        # The system pool copied the GPU pool's selector.
+        (_pools({}, {"selector": {"worker.fptcloud/pool": "gpu-h100"}}), ("gpu", "system")),
+        # Selectors with no key in common: a node can carry both.
+        (_pools({}, {"selector": {"node.example/role": "system"}}), ("gpu", "system")),
+        # A Slurm pool selecting by the GPU product label next to a pool of Kueue's nodes with that GPU.
+        (
+            _pools(
+                {"selector": {GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3"}},
+                {},
+                {"name": "kueue-h100", "selector": {"worker.fptcloud/pool": "kueue-h100"}, "slurmWorkers": 0},
+            ),
+            ("gpu", "kueue-h100"),
+        ),
+    ],
+)
+def test_pools_that_can_match_one_node_are_refused_with_a_label_that_separates_them(raw, pools):
+    lines = overlap_lines(raw)
+    assert any(all(f"({name}, nodes labelled" in line for name in pools) for line in lines), lines
+    for line in lines:
+        assert GPU_PRODUCT not in line.split(": ", 1)[0], line  # never offers to set the GPU's own label
+        (fix,) = fixes_in(line)
+        assert len(overlap_lines(apply_fix(raw, fix))) < len(lines), (fix, overlap_lines(apply_fix(raw, fix)))
+    # Following the fix lines one after another leaves no overlap.
+    for _ in range(len(lines)):
+        raw = apply_fix(raw, fixes_in(overlap_lines(raw)[0])[0]) if overlap_lines(raw) else raw
+    assert overlap_lines(raw) == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _pools(),
+        # Different GPU products: a node carries one nvidia.com/gpu.product value.
+        _pools(
+            {"selector": {GPU_PRODUCT: "NVIDIA-H200"}, "gpuProduct": "NVIDIA-H200"},
+            {"name": "h100", "gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpusPerNode": 8, "selector": {"worker.fptcloud/pool": "gpu-h100"}},
+        ),
+    ],
+)
+def test_pools_a_label_keeps_apart_are_accepted(raw):
+    assert overlap_lines(raw) == []
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_no_example_stack_has_pools_that_overlap(stack):
+    assert overlap_lines(stack_config(stack)) == []

@@ -94,7 +94,9 @@ def test_a_gpu_type_on_a_pool_without_gpus_is_refused():
 
 def test_accounting_tracks_every_gpu_and_each_type_the_pools_have():
     # The tenants' GrpTRES limit gres/gpu, which typed requests count as well; the typed TRES show use per model.
-    raw = {**copy.deepcopy(stack_config("dev-lab")), "slurmOperator": "slinky"}
+    from tests.services import as_operator
+
+    raw = as_operator(stack_config("dev-lab"), "slinky", "24.11")
     assert "AccountingStorageTRES=gres/gpu" in tenant_slurm_conf(parse_config(raw))  # untyped pools
     gpu_pools = [pool for pool in raw["nodePools"] if pool.get("gpusPerNode")]
     assert len(gpu_pools) == 2

@@ -37,6 +37,7 @@ PAYLOADS = {
 # One stack per operator, with every optional block and unset optional string filled in, so
 # that each string field has a valid value to append the payload to.
 HELM_VALUES = {"podAnnotations": {"team": "hpc"}}
+# Keys every operator reads (a key only some operators read is refused on the others: components/config/operator_keys.py).
 COMMON_EXTRAS: dict[str, Any] = {
     "nodePools[0].taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
     "nodePools[0].labelExistingNodes": ["gpu-node-0"],
@@ -45,15 +46,11 @@ COMMON_EXTRAS: dict[str, Any] = {
     "operators.gpuOperator.values": HELM_VALUES,
     "operators.networkOperator.docaDriverVersion": "24.10-0.7.0.0-0",
     "operators.networkOperator.values": HELM_VALUES,
-    "operators.soperator.values": HELM_VALUES,
     "operators.mariadbOperator.values": HELM_VALUES,
     "operators.certManager.values": HELM_VALUES,
-    "operators.slinky.values": HELM_VALUES,
     "ldap.tls": {"enabled": True, "secretName": "ldap-tls"},
     "ldap.storageClassName": "standard-rwo",
-    "slurm.images.tag": "1.14.10-jammy-slurm24.05.2",
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
-    "slurm.slinky.controllerStorageClassName": "standard-rwo",
 }
 TENANT = {
     "name": "team-a",
@@ -75,12 +72,15 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             # The upgrade's first step, and a switch acknowledged from another operator.
             "operators.soperator.crdsVersion": "4.1.7",
             "slurm.operatorSwitch": {"from": "ack", "acknowledged": True},
+            "operators.soperator.values": HELM_VALUES,
+            "slurm.images.tag": "1.14.10-jammy-slurm24.05.2",
         },
     ),
     "soperator 4.1.7": (
         "prod-hoalac",
         {
             "slurm.login.loadBalancerIp": "10.40.2.20",
+            "operators.soperator.values": HELM_VALUES,
             "slurm.partitions[0].config": "MaxTime=INFINITE State=UP",
             "tenants[0].ldapGroup": "team-llm",
             "nodePools[0].topologyLabels": ["cloud.example.com/rack"],
@@ -111,6 +111,8 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
         "prod-hcm",
         {
             "slurm.slinky.restApi": True,
+            "slurm.slinky.controllerStorageClassName": "standard-rwo",
+            "operators.slinky.values": HELM_VALUES,
             "kubernetes.renderYamlToDirectory": "rendered",
             "environment": "dev",
             "ldap.tls": {"enabled": False},

@@ -100,6 +100,8 @@ def test_the_soperator_4_1_7_preview_shows_the_move(ws):
     """The second up: the version, cert-manager declared present (kwok has no chart for it)."""
     set_config(ws, {"operators.soperator.version": "4.1.7", "operators.certManager.install": "false"})
     ws.pulumi("config", "rm", "--path", "slurm-platform:operators.soperator.crdsVersion", stack=KWOK_STACK)
+    # 4.1.7 sizes workers per pool (nodeCount, 4 as slurm.worker.size was) and refuses slurm.worker.size.
+    ws.pulumi("config", "rm", "--path", "slurm-platform:slurm.worker.size", stack=KWOK_STACK)
     changed = changes(ws)
     print(json.dumps(changed, indent=1))
     # The SlurmCluster is updated in place; the workers move to one NodeSet per GPU pool.
@@ -126,11 +128,13 @@ def test_the_soperator_4_1_7_up_converges_with_the_data_intact(ws, cluster, befo
 
 def test_going_back_to_1_14_10_is_refused_before_anything_is_registered(ws):
     state = json.loads(ws.pulumi("stack", "export", stack=KWOK_STACK).stdout)["deployment"]["resources"]
-    set_config(ws, {"operators.soperator.version": "1.14.10"})
+    # With 1.14.10's slurm.worker.size back (its default, 8, is more than the pool's 4 nodes): the way back as its user would write it.
+    set_config(ws, {"operators.soperator.version": "1.14.10", "slurm.worker.size": "4"})
     try:
         result = ws.pulumi("preview", stack=KWOK_STACK, check=False)
     finally:
         set_config(ws, {"operators.soperator.version": "4.1.7"})
+        ws.pulumi("config", "rm", "--path", "slurm-platform:slurm.worker.size", stack=KWOK_STACK)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in output
     assert "slurm-platform:operators.soperator.version: this stack runs soperator 4.1.7 and soperator has no way back" in output

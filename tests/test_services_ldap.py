@@ -21,7 +21,7 @@ import pytest
 from components.config import PlatformConfig, parse_config
 from components.config.identity import derived_id
 from components.identity import clients, entries, names, server
-from tests.harness import stack_config
+from tests.harness import stack_config, without_keys_unread_by
 from tests.services import LdapLab, for_this_machine, require_packages
 
 ADMIN_PASSWORD = "lab-admin-password"
@@ -31,7 +31,7 @@ LAB_TENANTS = parse_config(stack_config("dev-lab")).tenants
 CLIENTS = {
     "soperator 4.1.7": ("dev-lab", {}, "sssd"),
     "soperator 4.1.7, TLS": ("staging-hanoi", {}, "sssd"),
-    "Slinky": ("dev-lab", {"slurmOperator": "slinky"}, "sssd"),
+    "Slinky": ("dev-lab", without_keys_unread_by("slinky", {**stack_config("dev-lab"), "slurmOperator": "slinky"}), "sssd"),
     "Slinky, TLS": ("prod-hcm", {}, "sssd"),
     "ACK, TLS": ("staging-hangzhou", {}, "nslcd"),
 }

@@ -25,7 +25,7 @@ from components.config import PlatformConfig, parse_config
 from components.config.identity import derived_id
 from components.identity import clients, entries, names, server
 from components.slurm import ack, manifest_of, slinky, soperator4
-from tests.harness import stack_config
+from tests.harness import stack_config, without_keys_unread_by
 from tests.services import LdapLab, for_this_machine, free_port, require_packages, wait_for
 
 ADMIN_PASSWORD = "lab-admin-password"
@@ -66,7 +66,7 @@ def ack_sshd(config: PlatformConfig) -> str:
 # Each operator's sshd text, from a stack that runs it.
 SSHD_TEXTS = {
     "soperator 4.1.7": (soperator4_sshd, "dev-lab", {}),
-    "Slinky": (slinky_sshd, "dev-lab", {"slurmOperator": "slinky"}),
+    "Slinky": (slinky_sshd, "dev-lab", without_keys_unread_by("slinky", {**stack_config("dev-lab"), "slurmOperator": "slinky"})),
     "ACK": (ack_sshd, "staging-hangzhou", {}),
 }
 

@@ -229,7 +229,10 @@ def test_upgrading_1_14_10_to_4_1_7_keeps_the_data_and_the_munge_key():
     before = run_stack("prod-hanoi")
     operators = copy.deepcopy(stack_config("prod-hanoi")["operators"])
     operators["soperator"]["version"] = "4.1.7"
-    after = run_stack("prod-hanoi", operators=operators)
+    # 4.1.7 sizes workers per pool (nodePools[].slurmWorkers, default nodeCount) and refuses slurm.worker.size.
+    slurm = copy.deepcopy(stack_config("prod-hanoi")["slurm"])
+    del slurm["worker"]["size"]
+    after = run_stack("prod-hanoi", operators=operators, slurm=slurm)
     kept = [*DATA, "munge-secret", *(r.name for r in before.resources if r.name.startswith("munge-key"))]
     assert len(kept) >= len(DATA) + 2
     for name in kept:

@@ -666,7 +666,8 @@ def partition_lines(config) -> dict[str, str]:
 @pytest.mark.parametrize("operator_name, stack", OPERATOR_STACKS.items())
 def test_a_tenants_account_may_use_only_the_partitions_over_its_cells_pools_and_oppo_any(operator_name, stack):
     pool = gpu_pool(stack)
-    other = {**pool, "name": "other", "selector": {"example.com/pool": "other"}, "gpusPerNode": 8}
+    # Labelled apart from the stack's pools by their own label key (pools that could share a node are refused).
+    other = {**pool, "name": "other", "selector": {key: "other" for key in pool["selector"]}, "gpusPerNode": 8}
     other.pop("karpenter", None)
     raw_pools = [p for p in stack_config(stack)["nodePools"] if not p.get("gpusPerNode")] + [pool, other]
     teams = [

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from components.config import PROJECT, json_schema
+from components.config.operator_keys import readers_text
 
 from .schema import write_atomically
 
@@ -142,6 +143,11 @@ class Key:
     allowed: str
     description: str
     long_default: Any = None  # shown below the table when too long for it
+
+    @property
+    def read_by(self) -> str:
+        """The Slurm operators that read the key (components/config/operator_keys.py); others refuse it."""
+        return readers_text(tuple(self.path.replace("[]", "").split(".")))
 
 
 class Schema:
@@ -297,7 +303,8 @@ def render_reference() -> str:
         f"Every key, under the `{PROJECT}:` namespace of `Pulumi.<stack>.yaml`. A path such as",
         "`nodePools[].taints[].key` is a key of each list entry; `unset` means the key may be left out and",
         "nothing is set; `required` keys have no default. The example of each section is a piece of a",
-        "stack file that the config loader accepts as it is (tests/test_docs.py).",
+        "stack file that the config loader accepts as it is (tests/test_docs.py). `read by` names the",
+        "Slurm operators whose renderers read the key; a stack of another operator that sets it is refused.",
         "",
     ]
     for section, section_keys in sections():
@@ -307,9 +314,10 @@ def render_reference() -> str:
         if lead and lead.description:
             lines += [_cell(lead.description), ""]
         lines += ["```yaml", EXAMPLES[section].rstrip(), "```", ""]
-        lines += ["| key | type | default | allowed | description |", "|---|---|---|---|---|"]
+        lines += ["| key | type | default | allowed | read by | description |", "|---|---|---|---|---|---|"]
         for key in section_keys:
-            lines.append(f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(key.allowed) or '–'} | {_cell(key.description)} |")
+            cells = [f"`{key.path}`", key.type, key.default, key.allowed or "–", key.read_by, key.description]
+            lines.append("| " + " | ".join(cells[:1] + [_cell(cell) for cell in cells[1:]]) + " |")
         lines.append("")
         for key in section_keys:
             if key.long_default is not None:

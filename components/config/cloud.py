@@ -62,35 +62,56 @@ def fix_line(cloud: str) -> str:
     return f"`{PROJECT}:cloud: {cloud}`"
 
 
+def _by_cloud(signals: list[Signal]) -> str:
+    return "; ".join(f"{cloud}: " + ", ".join(str(s) for s in signals if s.cloud == cloud) for cloud in dict.fromkeys(s.cloud for s in signals))
+
+
 def resolve_cloud(config: PlatformConfig, explicit: bool) -> tuple[str, str, list[Problem]]:
-    """(the cloud, where it came from, the problems): `explicit` when the stack sets `cloud`."""
+    """(the cloud, where it came from, the problems): `explicit` when the stack sets `cloud`.
+
+    Keys that point to different clouds contradict each other whether `cloud` is set or not: one key against
+    several is not outvoted, and setting `cloud` to either side leaves the other side's keys wrong."""
     signals = cloud_signals(config)
     clouds = list(dict.fromkeys(signal.cloud for signal in signals))
     if explicit:
-        problems = []
-        for other in clouds:
-            against = [s for s in signals if s.cloud == other]
-            if other != config.cloud:
-                keys = ", ".join(str(s) for s in against)
-                changed = ", ".join(key_path(s.path) for s in against)
-                problems.append(
-                    Problem(
-                        ("cloud",),
-                        f"is {config.cloud}, but {keys} {'is' if len(against) == 1 else 'are'} {other}'s; set the cloud to {other}, or change {changed}",
-                        config.cloud,
-                        (other,),
-                    )
-                )
-        return config.cloud, "set", problems
+        against = [s for s in signals if s.cloud != config.cloud]
+        if not against:
+            return config.cloud, "set", []
+        changed = ", ".join(key_path(s.path) for s in against)
+        if len(clouds) > 1:
+            # The keys disagree among themselves: no value of `cloud` satisfies them all.
+            message = (
+                f"is {config.cloud}, but the config points to more than one cloud ({_by_cloud(signals)}); a stack runs on one: "
+                f"change {changed}, the keys that are not {config.cloud}'s"
+            )
+            return config.cloud, "set", [Problem(("cloud",), message, config.cloud)]
+        keys = ", ".join(str(s) for s in against)
+        other = clouds[0]
+        message = f"is {config.cloud}, but {keys} {'is' if len(against) == 1 else 'are'} {other}'s; set the cloud to {other}, or change {changed}"
+        return config.cloud, "set", [Problem(("cloud",), message, config.cloud, (other,))]
     if len(clouds) > 1:
-        said = "; ".join(f"{cloud}: " + ", ".join(str(s) for s in signals if s.cloud == cloud) for cloud in clouds)
         problem = Problem(
-            ("cloud",), f"is not set, and the config points to more than one cloud ({said}); set the one the stack runs on", fix=tuple(clouds)
+            ("cloud",),
+            f"is not set, and the config points to more than one cloud ({_by_cloud(signals)}); set the one the stack runs on "
+            "and change the keys of the others",
+            fix=tuple(clouds),
         )
         return DEFAULT_CLOUD, "unset", [problem]
     if clouds:
         return clouds[0], "inferred from " + ", ".join(str(s) for s in signals), []
     return DEFAULT_CLOUD, "default", []
+
+
+def cloud_summary(config: PlatformConfig) -> str:
+    """What every preview says about the cloud: which one, and from which keys (a region copied from another
+    cloud's stack otherwise changes it with no word)."""
+    origin = config.cloud_origin
+    if origin == "default":
+        return f"cloud: {config.cloud}, the default: {PROJECT}:cloud is unset and no key names a cloud"
+    if origin == "set":
+        agreeing = ", ".join(str(s) for s in cloud_signals(config))
+        return f"cloud: {config.cloud}, set by {PROJECT}:cloud" + (f"; the config agrees: {agreeing}" if agreeing else "")
+    return f"cloud: {config.cloud}, {origin} ({PROJECT}:cloud is unset)"
 
 
 def cloud_note(config: PlatformConfig) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from .cloud import resolve_cloud
 from .fields import PATTERN_SENTENCES, PROJECT, Problem, closest, key_path
 from .ldap import REMOVED_KEYS
+from .operator_keys import unread_key_problems
 from .platform import PlatformConfig
 from .rules import cross_field_problems
 
@@ -216,7 +217,10 @@ def _checked(raw: Mapping[str, Any]) -> tuple[PlatformConfig, list[Problem]]:
     if cloud != config.cloud:
         config = config.model_copy(update={"cloud": cloud})
     config._cloud_origin = origin
-    return config, [*problems, *cross_field_problems(config)]
+    problems += cross_field_problems(config)
+    # A key its operator never reads, unless a rule already names it (e.g. a value that operator cannot take).
+    named = {problem.path for problem in problems}
+    return config, problems + [problem for problem in unread_key_problems(config, raw) if problem.path not in named]
 
 
 def _fail(lines: list[str]) -> ConfigError:

@@ -44,7 +44,11 @@ class KarpenterConfig(Model):
 class NodePoolConfig(Model):
     name: DnsLabel = Field(..., description="The pool's name: its Slurm partition, NodeSet or worker group, and cells name it.")
     selector: dict[QualifiedName, LabelValue] = Field(
-        ..., min_length=1, description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}."
+        ...,
+        min_length=1,
+        description="Node labels that select this pool, e.g. {worker.fptcloud/pool: h100}: each pair of pools must select a "
+        "label key both name with different values (or differ in gpuProduct where one selects nvidia.com/gpu.product), "
+        "so that no node matches two pools.",
     )
     gpu_product: Optional[GpuProduct] = Field(None, description="nvidia.com/gpu.product label value, e.g. NVIDIA-H100-80GB-HBM3.")
     gpu_type: Optional[GpuType] = Field(
@@ -145,6 +149,57 @@ def node_pool_problems(config: PlatformConfig) -> Iterator[Problem]:
         yield Problem(("nodePools",), "at least one pool needs gpusPerNode > 0 to host Slurm workers")
     for index, pool in enumerate(config.node_pools):
         yield from _gpu_type_problems(("nodePools", index, "gpuType"), pool)
+    yield from _overlap_problems(config.node_pools)
+
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def known_labels(pool: NodePoolConfig) -> dict[str, str]:
+    """The labels every node of `pool` carries: its selector, and the GPU product label NVIDIA's feature
+    discovery puts on each GPU node (gpuProduct), which a selector of another pool may name."""
+    return {**({GPU_PRODUCT_LABEL: pool.gpu_product} if pool.gpu_product else {}), **pool.selector}
+
+
+def separate(first: dict[str, str], second: dict[str, str]) -> bool:
+    """Whether no node can carry both label sets: a key both name with different values (selectors are equality maps)."""
+    return any(key in second and second[key] != value for key, value in first.items())
+
+
+def _overlap_problems(pools: list[NodePoolConfig]) -> Iterator[Problem]:
+    """Every thing that schedules onto a pool (its Slurm workers, Kueue's ResourceFlavor, the system pods) selects
+    within the pool's selector, and nodeCount counts its nodes: two pools that can match one node let each take the
+    other's nodes and count them twice."""
+    for j, later in enumerate(pools):
+        for i, earlier in enumerate(pools[:j]):
+            first, second = known_labels(earlier), known_labels(later)
+            if separate(first, second):
+                continue
+            # A key of one pool, set on the other with another value, separates them (its nodes labelled to match);
+            # never the GPU product label, whose value is the GPU's, not ours to choose.
+            only_later = [key for key in later.selector if key not in first and key != GPU_PRODUCT_LABEL]
+            only_earlier = [key for key in earlier.selector if key not in second and key != GPU_PRODUCT_LABEL]
+            if only_later:
+                index, pool, key = i, earlier, only_later[0]
+            elif only_earlier:
+                index, pool, key = j, later, only_earlier[0]
+            else:
+                index, pool = j, later
+                key = next((key for key in later.selector if key != GPU_PRODUCT_LABEL), next(iter(later.selector)))
+            other = second if index == i else first
+            value = pool.name if pool.name != other.get(key) else f"{pool.name}-nodes"
+            yield Problem(
+                ("nodePools", index, "selector", key),
+                f"nodePools[{i}] ({earlier.name}, nodes labelled {_labels(first)}) and nodePools[{j}] ({later.name}, "
+                f"nodes labelled {_labels(second)}) can match the same node: no label key is in both with different values, "
+                "so the Slurm workers or Kueue's flavor of one can take the other's nodes, and nodeCount counts them twice; "
+                f"label {pool.name}'s nodes {key}={value} and select them by it",
+                fix=(value,),
+            )
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in labels.items())
 
 
 def _gpu_type_problems(path: tuple[Any, ...], pool: NodePoolConfig) -> Iterator[Problem]:
