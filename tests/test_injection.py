@@ -101,6 +101,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             },
             "operators.ackSlurmOperator.values": HELM_VALUES,
             "slurm.ack.slurmctldHost": "slurm-head",
+            "slurm.ack.stateStorageClassName": "alicloud-disk-essd",
             "slurm.ack.extraSlurmConf": ["SlurmctldDebug=info"],
             "tenants": [{**TENANT, "cells": [{"pool": "a10", "gpusPerCell": 1, "cells": 1}]}],
             "ldap.displayNames": {"alice": "Nguyễn Văn An"},

@@ -14,6 +14,7 @@ What only a CNI proves: that it enforces all this (docs/security.md "A network t
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import re
 import subprocess
@@ -217,7 +218,7 @@ def expected_flows(world: World) -> list[Flow]:
         Flow(login, INTERNET, 443, True),
         Flow(ldap_pod, INTERNET, 443, False),
         # The metadata endpoints and the NFS servers: from no pod of ours or of the tenants.
-        *[Flow(pod, address.split("/")[0], port, False) for pod in (worker, login, controller, ldap_pod) for address, port in denied(config)],
+        *[Flow(pod, address, port, False) for pod in (worker, login, controller, ldap_pod) for address, port in denied(config)],
     ]
     if helper is not None:
         flows += [Flow(helper, API_SERVER, 6443, True), Flow(helper, worker, p.SLURMD_PORT, False)]
@@ -243,15 +244,17 @@ def expected_flows(world: World) -> list[Flow]:
     if world.tenant_namespace:
         # A tenant namespace the stack owns: its pods talk to one another and the internet, and nobody else reaches them.
         flows += [Flow(tenant, world.tenant_peer, 8080, True), Flow(tenant, INTERNET, 443, True)]
-        flows += [Flow(tenant, address.split("/")[0], port, False) for address, port in denied(config)]
+        flows += [Flow(tenant, address, port, False) for address, port in denied(config)]
         flows += [Flow(source, tenant, 8080, False) for source in (stranger, worker, login, INTERNET)]
     return flows
 
 
 def denied(config: PlatformConfig) -> list[tuple[str, int]]:
-    """Each denied address with the port a thief would use: 80 for metadata, 2049 for NFS."""
+    """An address in each denied block (its last, for a subnet of storage servers) with the port a thief would use:
+    80 for metadata, 2049 for NFS."""
     metadata = {*network_policies.METADATA_ADDRESSES, *network_policies.CLOUD_METADATA_ADDRESSES.get(config.cloud, ())}
-    return [(cidr, 80 if cidr in metadata else 2049) for cidr in network_policies.denied_destinations(config) if ":" not in cidr]
+    blocks = [ipaddress.ip_network(cidr) for cidr in network_policies.denied_destinations(config) if ":" not in cidr]
+    return [(str(block[-1]), 80 if str(block) in metadata else 2049) for block in blocks]
 
 
 @pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
@@ -260,6 +263,11 @@ def test_the_policies_let_through_what_slurm_needs_and_nothing_of_what_an_attack
     world = World(config)
     flows = expected_flows(world)
     assert len(flows) >= 40 and any(f.allowed for f in flows) and any(not f.allowed for f in flows)
+    # In production the servers of every class the data sits on are asked for, those config names and the
+    # storageCidrs behind the classes it only uses (FPT's xplat-nfs).
+    if config.environment == "prod":
+        servers = {str(ipaddress.ip_network(cidr)[-1]) for cidr in config.network_policies.storage_cidrs}
+        assert servers and servers <= {f.destination for f in flows if not f.allowed and f.port == 2049}, operator
     policies = policies_of(config)
     answers = simulate(policies, flows, world.addresses, tmp_path / "as-is")
     wrong = [str(flow) for flow, answer in zip(flows, answers, strict=True) if answer != flow.allowed]

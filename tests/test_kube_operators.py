@@ -25,7 +25,7 @@ import yaml
 
 from components import kueue, tenancy
 from components.config import parse_config
-from components.slurm import operator_module
+from components.slurm import ack, operator_module
 from components.slurm.common import WAIT_FOR_ANNOTATION, system_priority_class_name, worker_anti_affinity, worker_placement
 from scripts.kwok_nodes import pool_nodes
 from tests.contracts import ACK_SCHEMAS, KUEUE_DIR, SLINKY_DIR, SOPERATOR_4_DIR, SOPERATOR_CRD, UNCONTRACTED, is_builtin
@@ -125,6 +125,25 @@ def test_workers_keeping_off_tenant_pods_are_accepted_by_the_api_server(cluster,
     affinity = json.dumps(worker_anti_affinity(config))
     assert sum(json.dumps(m).count(affinity) for m in manifests) == len(config.gpu_pools), operator
     assert_stored_as_sent(cluster, operator, manifests)
+
+
+@pytest.mark.parametrize("generation", ["2024-12", "2024-06"])
+def test_acks_slurmctld_state_claim_and_the_head_mounting_it_are_accepted(cluster, generation):
+    """ACK's slurmctld keeps its state on our claim: the claim, and the SlurmCluster whose head template mounts it
+    (with the init container that makes it slurm's), created with strict validation and stored as sent."""
+    operator = f"ack-{generation}"
+    stack, ack_overrides, crds = OPERATOR_STACKS[operator]
+    install_crds(cluster, crds)
+    raw = copy.deepcopy(stack_config(stack))
+    raw["operators"]["ackSlurmOperator"].update(ack_overrides)
+    config = parse_config(raw)
+    claim = ack.state_claim(config).manifest
+    (cluster_manifest,) = [r.manifest for r in ack.render(config) if r.manifest["kind"] == "SlurmCluster"]
+    head = (cluster_manifest["spec"].get("slurmctld") or cluster_manifest["spec"]["headGroupSpec"])["template"]["spec"]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in head["volumes"] if "persistentVolumeClaim" in v}
+    mounted = {m["name"] for m in head["containers"][0]["volumeMounts"]} & {m["name"] for m in head["initContainers"][0]["volumeMounts"]}
+    assert [claims[name] for name in mounted] == [claim["metadata"]["name"]]
+    assert_stored_as_sent(cluster, operator, [claim, cluster_manifest])
 
 
 def test_the_api_server_refuses_an_unknown_field_of_each_operator(cluster):

@@ -287,6 +287,79 @@ def test_a_cni_that_enforces_no_policy_is_refused():
     parse_config(merged(stack_config("prod-hanoi"), {"networkPolicies": {"cni": "calico"}}))
 
 
+def test_production_names_its_cni():
+    raw = stack_config("prod-hanoi")
+    del raw["networkPolicies"]["cni"]
+    message = refusal(raw)
+    assert "slurm-platform:networkPolicies.cni: must name the cluster's CNI in production" in message and 'got "unknown"' in message
+    assert "0.0.0.0/0" in message and "networkPolicies.cni calico` or" in message
+    # The fix line, pasted, fixes it; outside production the same config passes (with a warning).
+    parse_config(merged(raw, {"networkPolicies": {"cni": "calico"}}))
+    parse_config(merged(raw, {"environment": "staging"}))
+    # Off, there is no policy for a CNI to enforce.
+    parse_config(merged(raw, {"networkPolicies": {"enabled": False}}))
+
+
+# Every key that puts prod-* data on a class: (stack, key path, its class in the example).
+UNDECLARED_CLASSES = [
+    ("prod-hanoi", "ldap.storageClassName", "xplat-nfs"),
+    ("prod-hanoi", "slurm.accounting.storageClassName", "xplat-nfs"),
+    ("prod-hanoi", "slurm.worker.spoolStorageClassName", "xplat-nfs"),
+    ("prod-hcm", "ldap.storageClassName", "xplat-nfs"),
+    ("prod-hcm", "slurm.accounting.storageClassName", "xplat-nfs"),
+    ("prod-hcm", "slurm.slinky.controllerStorageClassName", "xplat-nfs"),
+    ("prod-hoalac", "ldap.storageClassName", "xplat-nfs"),
+    ("prod-hoalac", "slurm.accounting.storageClassName", "xplat-nfs"),
+    ("prod-hoalac", "slurm.worker.spoolStorageClassName", "xplat-nfs"),
+]
+
+
+@pytest.mark.parametrize("stack", sorted({stack for stack, _, _ in UNDECLARED_CLASSES}))
+def test_production_data_on_a_class_it_does_not_declare_needs_its_servers_addresses(stack):
+    raw = stack_config(stack)
+    cidrs = raw["networkPolicies"].pop("storageCidrs")
+    config_with = parse_config(stack_config(stack))
+    # The example's servers of xplat-nfs are denied to every pod.
+    assert set(cidrs) <= set(network_policies.denied_destinations(config_with))
+    lines = [line.strip() for line in refusal(raw).splitlines()[1:]]
+    expected = [(path, name) for s, path, name in UNDECLARED_CLASSES if s == stack]
+    for path, name in expected:
+        (line,) = [line for line in lines if line.startswith(f"slurm-platform:{path}: ")]
+        assert f"StorageClass {name}, which this stack does not declare" in line and "networkPolicies.storageCidrs" in line, line
+        assert f'got "{name}"' in line
+    assert len(lines) == len(expected), lines
+    # The declared class needs nothing more: its server is config's (slurm-nfs at an address).
+    declared = copy.deepcopy(raw)
+    for path, _ in expected:
+        *parents, key = path.split(".")
+        node = declared
+        for part in parents:
+            node = node[part]
+        node[key] = raw["storage"]["storageClass"]["name"]
+    parse_config(declared)
+    # Outside production nothing is refused.
+    parse_config(merged(raw, {"environment": "staging"}))
+
+
+def test_the_cluster_default_class_is_a_class_not_declared():
+    raw = stack_config("prod-hcm")
+    del raw["networkPolicies"]["storageCidrs"]
+    for path in (("ldap", "storageClassName"), ("slurm", "slinky", "controllerStorageClassName")):
+        node = raw
+        for part in path[:-1]:
+            node = node[part]
+        del node[path[-1]]
+    message = refusal(raw)
+    assert "slurm-platform:ldap.storageClassName: puts the stack's data on the cluster's default StorageClass (unset)" in message
+    assert "slurm-platform:slurm.slinky.controllerStorageClassName: puts the stack's data on the cluster's default StorageClass" in message
+    # An existing RWX class is one this stack does not declare either, and so is a class of ACK's slurmctld state.
+    raw = merged(stack_config("dev"), {"environment": "prod"})
+    assert "slurm-platform:storage.storageClass.name: puts the stack's data on StorageClass default," in refusal(raw)
+    raw = merged(stack_config("staging-hangzhou"), {"environment": "prod", "slurm": {"ack": {"stateStorageClassName": "alicloud-disk-essd"}}})
+    del raw["networkPolicies"]["storageCidrs"]
+    assert "slurm-platform:slurm.ack.stateStorageClassName: puts the stack's data on StorageClass alicloud-disk-essd," in refusal(raw)
+
+
 def test_an_nfs_server_named_by_dns_needs_its_address():
     raw = stack_config("staging-hangzhou")
     del raw["networkPolicies"]["storageCidrs"]
@@ -296,8 +369,9 @@ def test_an_nfs_server_named_by_dns_needs_its_address():
     assert "networkPolicies.storageCidrs" in message and 'got "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"' in message
     raw = stack_config("prod-hanoi")
     raw["storage"]["jail"]["staticNfs"]["server"] = "nfs.hanoi.example"
+    del raw["networkPolicies"]["storageCidrs"]
     assert "slurm-platform:storage.jail.staticNfs.server: is a DNS name" in refusal(raw)
-    raw["networkPolicies"] = {"storageCidrs": ["10.20.0.11/32"]}
+    raw["networkPolicies"]["storageCidrs"] = ["10.20.0.11/32"]
     assert "10.20.0.11/32" in network_policies.denied_destinations(parse_config(raw))
 
 
@@ -337,6 +411,10 @@ def test_the_program_declares_the_policies_under_their_component_and_tenant_ones
         # The cluster namespace's policies come first, before any pod of the cluster.
         assert (vision.urn in policy.dependencies) is in_tenant_namespace, policy.name
     assert {p.name for p in declared} >= {"network-policies-default-deny", "network-policies-tenant-vision-default-deny"}
+    # Outside production an unnamed CNI only warns (in production it is refused: test_production_names_its_cni).
+    raw = stack_config("staging-hanoi")
+    assert parse_config(raw).network_policies.cni == "unknown"
+    run = run_under_mocks(lambda: build_platform(parse_config(raw)), raw)
     assert any("networkPolicies.cni is not set" in w for w in run.warnings)
 
 

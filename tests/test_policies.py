@@ -271,7 +271,7 @@ def test_config_and_policy_agree_on_ldap_tls(stack, tls):
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 16
+    assert len(POLICIES) == len(ALL_POLICIES) == 17
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")

@@ -28,9 +28,12 @@ def test_one_slurm_cluster_with_fixed_claims(stack_run):
     config = parse_config(stack_config(stack))
     claims = {r.inputs["metadata"]["name"] for r in run.of_type(PVC)}
     if not config.uses_jail:
-        # ACK and Slinky pods have their own root file system: only shared submounts (and ACK's /home).
-        home = {config.slurm.ack.home.claim_name} if config.slurm.ack and config.slurm.ack.home else set()
-        assert claims == {sub.claim_name for sub in config.storage.submounts} | home
+        # ACK and Slinky pods have their own root file system: only shared submounts (and ACK's /home and slurmctld's state).
+        ack_claims = set()
+        if config.slurm.ack is not None and config.slurm_operator == "ack":
+            home = [config.slurm.ack.home.claim_name] if config.slurm.ack.home else []
+            ack_claims = {f"{config.cluster.name}-slurmctld-state", *home}
+        assert claims == {sub.claim_name for sub in config.storage.submounts} | ack_claims
         assert not run.of_type(SLURM_CLUSTER)
         return
     (cluster,) = run.of_type(SLURM_CLUSTER)

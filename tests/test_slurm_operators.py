@@ -298,6 +298,35 @@ def test_ack_config_map_and_munge_key_are_mounted_where_the_cr_says(ack_config):
         assert has_dbd_conf == (container["name"] == "slurmdbd" or (container["name"] == "slurmctld" and "headGroupSpec" in spec))
 
 
+def test_acks_slurmctld_keeps_its_state_on_a_claim_of_its_own(ack_config):
+    """The operator gives the head no volume: StateSaveLocation (every queued job) is on our claim, mounted in the
+    slurmctld container alone, on the stack's class unless slurm.ack.stateStorageClassName says otherwise."""
+    state = ack.state_claim(ack_config)
+    assert state.keep and state.manifest["kind"] == "PersistentVolumeClaim"
+    assert state.manifest["metadata"]["name"] == "ack-slurm-cluster-1-slurmctld-state"
+    assert state.manifest["spec"]["storageClassName"] == ack_config.storage.storage_class.name == "alibaba-nas-rwx"
+    assert state.manifest["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    (location,) = [line.split("=", 1)[1] for line in ack.slurm_conf(ack_config).splitlines() if line.startswith("StateSaveLocation=")]
+    cluster = ack.slurm_cluster_manifest(ack_config)
+    mounting = []
+    for template in ack_templates(cluster):
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        for container in template["spec"]["containers"] + template["spec"].get("initContainers", []):
+            for mount in container["volumeMounts"]:
+                if volumes[mount["name"]].get("persistentVolumeClaim", {}).get("claimName") == state.manifest["metadata"]["name"]:
+                    assert mount["mountPath"] == location and not mount.get("readOnly")
+                    mounting.append(container["name"])
+    assert mounting == ["slurmctld", "state-owner"]
+    head = ack_templates(cluster)[0]["spec"]
+    (owner,) = head["initContainers"]
+    assert owner["image"] == head["containers"][0]["image"] and "chown slurm:slurm ." in owner["command"][-1]
+    assert contract_errors(cluster) == []
+    raw = copy.deepcopy(stack_config("staging-hangzhou"))
+    raw["slurm"]["ack"].update(stateStorageClassName="alicloud-disk-essd", stateSize="20Gi")
+    spec = ack.state_claim(parse_config(raw)).manifest["spec"]
+    assert spec["storageClassName"] == "alicloud-disk-essd" and spec["resources"]["requests"]["storage"] == "20Gi"
+
+
 def test_ack_slurm_conf_is_generated_from_config(ack_config):
     text = ack.slurm_conf(ack_config)
     lines = text.splitlines()
@@ -586,7 +615,7 @@ def test_ack_stack_under_mocks():
     assert {"slurm-slurm-conf", "munge-secret", "slurm-home-pv", "slurm-home-pvc", "slurm-login-ssh", "slurm-copilot-role"} <= names
     munge = run.named("munge-secret")
     assert set(munge.inputs["data"]) == {"munge.key"} and "data" in munge.secret_inputs
-    for name in ("slurm-home-pv", "slurm-home-pvc"):
+    for name in ("slurm-home-pv", "slurm-home-pvc", "slurm-slurmctld-state"):
         assert run.named(name).protect and run.named(name).retain_on_delete
     # No jail on ACK: its pods carry their own root file system.
     assert not [r for r in run.of_type(PVC) if r.inputs["metadata"]["name"] in ("jail-pvc", "controller-spool-pvc")]

@@ -116,6 +116,12 @@ class AckClusterConfig(Model):
         None, description="SlurmctldHost in slurm.conf (a DNS name, it also reaches the tenants' script); default <cluster>-head."
     )
     home: Optional[HomeNasConfig] = Field(None, description="Shared /home on NAS (static PV + PVC), mounted in head and workers.")
+    state_size: VolumeSize = Field(
+        "10Gi", description="<cluster>-slurmctld-state: slurmctld's StateSaveLocation (every queued job), a claim kept like the jail."
+    )
+    state_storage_class_name: Optional[DnsSubdomain] = Field(
+        None, description="Class of that claim (ReadWriteOnce); storage.storageClass.name when unset."
+    )
     slurmdbd_conf_secret_name: Optional[DnsLabel] = Field(
         None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
     )
@@ -126,6 +132,12 @@ class AckClusterConfig(Model):
 def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
     """Where the Slurm release of the images comes from: the key and its value (images are bring-your-own)."""
     return ("slurm", "ack", "slurmRelease"), config.slurm.ack.slurm_release if config.slurm.ack else DEFAULT_SLURM_RELEASE
+
+
+def storage_classes(config: PlatformConfig) -> Iterator[tuple[tuple[str, ...], Optional[str]]]:
+    """(key, class) of the volumes only this operator claims: slurmctld's state (components/slurm/ack.py)."""
+    if config.slurm.ack is not None:
+        yield ("slurm", "ack", "stateStorageClassName"), config.slurm.ack.state_storage_class_name or config.storage.storage_class.name
 
 
 def problems(config: PlatformConfig) -> Iterator[Problem]:

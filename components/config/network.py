@@ -9,6 +9,7 @@ from pydantic import Field
 from slurm_rules import kube_rules
 
 from .fields import Cidr, Model, Problem
+from .storage import declared_storage_classes, storage_classes_in_use
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -83,6 +84,17 @@ def network_policy_problems(config: PlatformConfig) -> Iterator[Problem]:
             "networkPolicies.enabled: false and say what stands in for them",
             policies.cni,
         )
+    if config.environment == "prod" and policies.cni == "unknown":
+        yield Problem(
+            ("networkPolicies", "cni"),
+            "must name the cluster's CNI in production: the policies hold only where it enforces egress rules and ipBlock "
+            "except, and on some CNIs the 0.0.0.0/0 a pod may reach also matches the nodes' addresses and the kubelet; "
+            "name it (kubectl -n kube-system get daemonsets shows it)",
+            policies.cni,
+            fix=ENFORCING_CNIS,
+        )
+    if config.environment == "prod" and not policies.storage_cidrs:
+        yield from _undeclared_class_problems(config)
     for index, cidr in enumerate(policies.storage_cidrs):
         if kube_rules.parse_cidr(cidr).prefixlen == 0:
             yield Problem(
@@ -109,3 +121,21 @@ def network_policy_problems(config: PlatformConfig) -> Iterator[Problem]:
                 "server and its webhooks; give the operator a namespace of its own",
                 chart.namespace,
             )
+
+
+def _undeclared_class_problems(config: PlatformConfig) -> Iterator[Problem]:
+    """A class the stack uses but does not declare has NFS/NAS servers config cannot name: no policy would deny
+    them to jobs and tenant pods, whose own NFS client may claim any uid (AUTH_SYS)."""
+    declared = declared_storage_classes(config)
+    for path, name in storage_classes_in_use(config):
+        if name in declared:
+            continue
+        which = f"StorageClass {name}" if name else "the cluster's default StorageClass (unset)"
+        yield Problem(
+            path,
+            f"puts the stack's data on {which}, which this stack does not declare (storage.storageClass): its NFS/NAS "
+            "servers are unknown here, so no NetworkPolicy keeps jobs and tenant pods off them (a pod's own NFS client "
+            "may claim any uid); in production list their addresses or subnet in networkPolicies.storageCidrs "
+            "(e.g. 10.20.0.0/28), or use the declared class",
+            name,
+        )

@@ -56,6 +56,11 @@ class SlinkyClusterConfig(Model):
     rest_api_resources: PodResources = Field(pod_resources("500m", "1Gi", "1Gi"), description="slurmrestd container requests.")
 
 
+def storage_classes(config: PlatformConfig) -> Iterator[tuple[tuple[str, ...], Optional[str]]]:
+    """(key, class; None for the cluster's default) of the volumes only this operator claims: slurmctld's state."""
+    yield ("slurm", "slinky", "controllerStorageClassName"), config.slurm.slinky.controller_storage_class_name
+
+
 def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
     """Where the Slurm release of the images comes from: the key and its value (the image tag)."""
     return ("slurm", "slinky", "tag"), config.slurm.slinky.tag

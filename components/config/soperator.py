@@ -53,6 +53,11 @@ def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
     return ("slurm", "images", "tag"), image_tag(config)
 
 
+def storage_classes(config: PlatformConfig) -> Iterator[tuple[tuple[str, ...], Optional[str]]]:
+    """(key, class) of the volumes only this operator claims: each worker's spool."""
+    yield ("slurm", "worker", "spoolStorageClassName"), config.slurm.worker.spool_storage_class_name
+
+
 def problems(config: PlatformConfig) -> Iterator[Problem]:
     """What the chosen soperator release (components/slurm/soperator1.py, soperator4.py) can render."""
     slurm = config.slurm

@@ -22,6 +22,7 @@ from .fields import (
     duplicates,
     matching,
 )
+from .slurm_operators import settings_of
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -118,6 +119,24 @@ class StorageConfig(Model):
     submounts: list[SubmountConfig] = Field(
         default_factory=list, description="Shared volumes mounted into the jail at the same path on login and workers (jail-submount-<name>-pvc)."
     )
+
+
+def declared_storage_classes(config: PlatformConfig) -> set[str]:
+    """The classes whose servers config names: the one this stack declares (kind nfs or alibabaNas)."""
+    storage_class = config.storage.storage_class
+    return set() if storage_class.kind == "existing" else {storage_class.name}
+
+
+def storage_classes_in_use(config: PlatformConfig) -> Iterator[tuple[tuple[object, ...], Optional[str]]]:
+    """(key, class; None for the cluster's default) of every class the stack's data sits on: the RWX class (jail,
+    spool, submounts), LDAP's, MariaDB's, and the operator's own (settings_of(config).storage_classes)."""
+    yield ("storage", "storageClass", "name"), config.storage.storage_class.name
+    if config.ldap.enabled:
+        yield ("ldap", "storageClassName"), config.ldap.storage_class_name
+    accounting = config.slurm.accounting
+    if accounting.enabled and accounting.database == "mariadbOperator":
+        yield ("slurm", "accounting", "storageClassName"), accounting.storage_class_name
+    yield from settings_of(config).storage_classes(config)
 
 
 def storage_problems(config: PlatformConfig) -> Iterator[Problem]:

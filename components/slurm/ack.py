@@ -102,6 +102,8 @@ COPILOT_POLL_SECONDS = 10
 LOGIN_DIR = "/login"
 LOGIN_SCRIPT = "login.sh"
 LOGIN_APP = "slurm-login"
+# slurmctld's state (every queued job), on a claim of ours: the operator gives the head no volume for it.
+STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 
 
 def ack(config: PlatformConfig) -> AckClusterConfig:
@@ -120,6 +122,7 @@ def names(config: PlatformConfig) -> dict[str, str]:
         "login": f"{cluster}-login",
         "copilot": f"{cluster}-slurmctld-copilot",
         "login_files": f"{cluster}-login-files",
+        "state": f"{cluster}-slurmctld-state",
         "home_volume": f"{home.claim_name}-nas" if (home := ack(config).home) else "",
     }
 
@@ -179,7 +182,7 @@ def slurm_conf(config: PlatformConfig) -> str:
         "AuthType=auth/munge",
         "SlurmctldPort=6817",
         "SlurmdPort=6818",
-        "StateSaveLocation=/var/spool/slurmctld",
+        f"StateSaveLocation={STATE_SAVE_LOCATION}",
         "SlurmdSpoolDir=/var/spool/slurmd",
         "ReturnToService=2",
         "MpiDefault=none",
@@ -321,10 +324,11 @@ def pod_template(
 
 
 def head_template(config: PlatformConfig) -> dict[str, Any]:
+    """slurmctld (and slurmdbd in the 2024-06 API) only: users SSH into the login Deployment. Its state lives on the
+    state claim, made slurm's before slurmctld starts (the image's own directory is hidden under the mount)."""
     controller = config.slurm.controller
-    # slurmctld (and slurmdbd in the 2024-06 API) only: users SSH into the login Deployment.
     ports = [6817] + ([] if new_api(config) else [SLURMDBD_PORT])
-    return pod_template(
+    template = pod_template(
         config,
         "slurmctld",
         ports,
@@ -333,6 +337,22 @@ def head_template(config: PlatformConfig) -> dict[str, Any]:
         {NODE_TYPE_LABEL: "head"},
         with_slurmdbd_conf=not new_api(config),
     )
+    state_mount = {"name": "slurmctld-state", "mountPath": STATE_SAVE_LOCATION}
+    spec = template["spec"]
+    spec["volumes"].append({"name": "slurmctld-state", "persistentVolumeClaim": {"claimName": names(config)["state"]}})
+    spec["containers"][0]["volumeMounts"].append(state_mount)
+    # A squashed export refuses root's chown: there the storage team makes the directory slurm's beforehand.
+    owned = f'cd {STATE_SAVE_LOCATION} && if [ "$(stat -c %U .)" != slurm ]; then chown slurm:slurm . && chmod 0700 .; fi'
+    spec["initContainers"] = [
+        {
+            "name": "state-owner",
+            "image": ack(config).image,
+            "command": ["/bin/sh", "-c", owned],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+            "volumeMounts": [state_mount],
+        }
+    ]
+    return template
 
 
 def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
@@ -563,6 +583,22 @@ def home_volumes(config: PlatformConfig) -> list[Rendered]:
     return [Rendered("home-pv", pv, keep=True), Rendered("home-pvc", pvc, keep=True)]
 
 
+def state_claim(config: PlatformConfig) -> Rendered:
+    """slurmctld's StateSaveLocation: its claim outlives the head pod, and is kept like the jail (protected, retained)."""
+    settings = ack(config)
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": names(config)["state"], "namespace": config.cluster.namespace, "labels": {"slurm-platform/volume": "slurmctld-state"}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": settings.state_storage_class_name or config.storage.storage_class.name,
+            "resources": {"requests": {"storage": settings.state_size}},
+        },
+    }
+    return Rendered("slurmctld-state", claim, keep=True)
+
+
 def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
     """What slurmctld-copilot needs to patch this SlurmCluster (the guide's rbac.yaml)."""
     rule = {
@@ -713,6 +749,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     autoscaled = AUTOSCALED_FIELDS if ack(config).autoscaling.enabled else ()
     return [
         *home_volumes(config),
+        state_claim(config),
         *system_priority(config),
         Rendered("slurm-conf", slurm_conf_config_map(config)),
         Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled, live_status=True, ready_when=READY),

@@ -1,6 +1,9 @@
 """slurm-tenant-cells-fit: the tenants' guaranteed cells fit the Slurm workers the
 stack declares (HiveD's startup check, at preview).
 
+tenant-namespace-hardening: every tenant namespace the stack declares keeps what
+confines its pods (components/tenancy.py, components/network_policies.py).
+
 It reads what the stack renders, so a hand-edited stack is judged too: the
 guarantees from the tenants ConfigMap (`cells.json`, components/tenancy.py) and
 the capacity from the per-pool workers (soperator 4.x and Slinky NodeSets, ACK
@@ -10,11 +13,12 @@ worker groups: replicas × GPUs per worker).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from slurm_rules import cell_fit  # the same check as the stack config
 
-from .common import CONFIG_MAP, display, get, is_list, is_map, of_type, violation
+from .common import CONFIG_MAP, display, elements, get, is_list, is_map, items, name_of, namespace_of, of_type, violation
 from .quota import worker_sets
 
 
@@ -70,4 +74,123 @@ tenant_cells_fit = StackValidationPolicy(
     validate=validate_tenant_cells_fit,
 )
 
-POLICIES = [tenant_cells_fit]
+
+# --- tenant-namespace-hardening ---------------------------------------------------------------
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
+LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+TENANTS_COMPONENT = "tenants"
+NAME_LABEL = "kubernetes.io/metadata.name"
+# What components/tenancy.py renders for each tenant namespace (tests/test_policies_tenancy.py ties them).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_LEVEL = "restricted"
+TENANT_ROLE = "slurm-tenant"
+TENANT_ADMISSION_POLICIES = ("slurm-tenant-pods", "slurm-tenant-services", "slurm-tenant-priority-classes")
+# The stack's tenant objects inside a tenant namespace: any one of them marks it, so dropping the Namespace's labels
+# does not hide it.
+TENANT_MARKERS = (ROLE, ROLE_BINDING, RESOURCE_QUOTA, LIMIT_RANGE)
+
+
+def tenant_namespaces(resources: list[Any]) -> set[str]:
+    """Every namespace the stack hands a tenant: a Namespace labelled the tenants', or one holding a tenant object."""
+    found = set()
+    for r in resources:
+        if get(r.props, "metadata", "labels", COMPONENT_LABEL) != TENANTS_COMPONENT:
+            continue
+        if r.resource_type == NAMESPACE:
+            found.add(name_of(r.props))
+        elif r.resource_type in TENANT_MARKERS and namespace_of(r.props):
+            found.add(str(namespace_of(r.props)))
+    return found
+
+
+def selects(selector: Any, labels: dict[str, str]) -> bool:
+    """A label selector (an absent one selects everything) applied to `labels`."""
+    if not is_map(selector):
+        return True
+    if any(labels.get(key) != value for key, value in items(get(selector, "matchLabels", default={}))):
+        return False
+    for expression in elements(get(selector, "matchExpressions")):
+        key, operator, values = get(expression, "key"), get(expression, "operator"), [str(v) for v in elements(get(expression, "values"))]
+        held = (operator == "In" and labels.get(key) in values) or (operator == "NotIn" and labels.get(key) not in values)
+        held = held or (operator == "Exists" and key in labels) or (operator == "DoesNotExist" and key not in labels)
+        if not held:
+            return False
+    return True
+
+
+def namespace_labels(resources: list[Any], namespace: str) -> dict[str, str]:
+    labels = {NAME_LABEL: namespace}
+    for r in of_type(resources, NAMESPACE):
+        if name_of(r.props) == namespace:
+            labels.update({str(k): str(v) for k, v in items(get(r.props, "metadata", "labels", default={}))})
+    return labels
+
+
+def is_default_deny(props: Any) -> bool:
+    """Every pod of the namespace, both directions, no rule letting anything through."""
+    spec = get(props, "spec", default={})
+    selector = get(spec, "podSelector", default={})
+    every_pod = is_map(selector) and not get(selector, "matchLabels") and not get(selector, "matchExpressions")
+    types = {str(t) for t in elements(get(spec, "policyTypes"))}
+    return every_pod and {"Ingress", "Egress"} <= types and not elements(get(spec, "ingress")) and not elements(get(spec, "egress"))
+
+
+def hardening_gaps(resources: list[Any], namespace: str) -> list[tuple[str, str]]:
+    """(what is missing, how to get it back) for one tenant namespace."""
+    labels = namespace_labels(resources, namespace)
+    gaps = []
+    declared = [r for r in of_type(resources, NAMESPACE) if name_of(r.props) == namespace]
+    if not declared or labels.get(POD_SECURITY_ENFORCE) != POD_SECURITY_LEVEL:
+        gaps.append(
+            (
+                f"its Namespace does not carry {POD_SECURITY_ENFORCE}={POD_SECURITY_LEVEL} (has {labels.get(POD_SECURITY_ENFORCE, 'none')})",
+                "declare the Namespace from components/tenancy.py with its Pod Security labels",
+            )
+        )
+    policies = {name_of(r.props): r.props for r in of_type(resources, ADMISSION_POLICY)}
+    bindings = [r.props for r in of_type(resources, ADMISSION_BINDING)]
+    for name in TENANT_ADMISSION_POLICIES:
+        policy = policies.get(name)
+        denying = [
+            b
+            for b in bindings
+            if get(b, "spec", "policyName") == name
+            and "Deny" in [str(a) for a in elements(get(b, "spec", "validationActions"))]
+            and selects(get(b, "spec", "matchResources", "namespaceSelector"), labels)
+        ]
+        if policy is None or not selects(get(policy, "spec", "matchConstraints", "namespaceSelector"), labels):
+            gaps.append((f"the ValidatingAdmissionPolicy {name} does not cover it", "keep the tenants' admission policies (components/tenancy.py)"))
+        elif not denying:
+            gaps.append((f"no ValidatingAdmissionPolicyBinding enforces {name} there (validationActions Deny)", "keep its binding with Deny"))
+    if not any(is_default_deny(r.props) for r in of_type(resources, NETWORK_POLICY) if namespace_of(r.props) == namespace):
+        gaps.append(("no default-deny NetworkPolicy (every pod, Ingress and Egress, no rule)", "keep networkPolicies.enabled: true"))
+    if not any(name_of(r.props) == TENANT_ROLE for r in of_type(resources, ROLE) if namespace_of(r.props) == namespace):
+        gaps.append((f"the Role {TENANT_ROLE} is missing", f"keep the Role {TENANT_ROLE} the tenant's groups are bound to"))
+    return gaps
+
+
+def validate_tenant_namespace_hardening(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    for namespace in sorted(tenant_namespaces(resources)):
+        urn = next((r.urn for r in of_type(resources, NAMESPACE) if name_of(r.props) == namespace), None)
+        for gap, fix in hardening_gaps(resources, namespace):
+            report(violation(f"tenant namespace {namespace}: {gap}", fix), urn)
+
+
+tenant_namespace_hardening = StackValidationPolicy(
+    name="tenant-namespace-hardening",
+    description="Every tenant namespace keeps Pod Security restricted, the tenants' admission policies bound with Deny, "
+    "a default-deny NetworkPolicy and the slurm-tenant Role.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_tenant_namespace_hardening,
+)
+
+POLICIES = [tenant_cells_fit, tenant_namespace_hardening]
