@@ -52,7 +52,8 @@ def apply_fix(raw: dict[str, Any], fix: str) -> dict[str, Any]:
         node: Any = changed
         parts = _pulumi_path(path)
         for part in parts[:-1]:
-            node = node.setdefault(part, {})  # as `pulumi config set --path` makes a missing map
+            # As `pulumi config set --path` makes a missing map; a list index names an item that exists.
+            node = node[part] if isinstance(node, list) else node.setdefault(part, {})
         node[parts[-1]] = value
         return changed
     (key, value), *_ = yaml.safe_load(fix).items()
