@@ -43,7 +43,11 @@ GPU_TOOLKIT_ENV = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILE
 
 class GpuOperatorConfig(ChartConfig):
     namespace: DnsLabel = chart_namespace("gpu-operator")
-    version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v26.7.0"
+    version: Annotated[
+        ExactVersion,
+        _leading_v(True),
+        Field(description="Chart version with a leading v; v25.3.1 or later (container toolkit 1.17.8: CVE-2025-23266)."),
+    ] = "v26.7.0"
     repository: ChartRepository = chart_repository(NVIDIA_HELM_REPO)
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
     driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
