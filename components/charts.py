@@ -25,8 +25,9 @@ KUEUE = "kueue"
 # (nor keeps a Helm release object). What each chart we install uses hooks for,
 # read from the pinned chart sources, and how this program makes up for it.
 HELM_HOOKS: dict[str, str] = {
-    GPU_OPERATOR: "v24.9.2: pre-upgrade Job applying the CRDs (operator.upgradeCRD, off here: the CRDs in the chart's crds/ "
-    "are Pulumi resources, updated with the chart); pre-delete CRD cleanup (operator.cleanupCRD, off by default); NFD's "
+    GPU_OPERATOR: "v26.7.0: pre-upgrade Job applying the CRDs (operator.upgradeCRD, off here: the CRDs in the chart's crds/ "
+    "are Pulumi resources, updated with the chart); pre-delete CRD cleanup (operator.cleanupCRD, off by default); pre-delete "
+    "Job deleting the chart's GPUCluster (rendered only with gpuCluster.deployCR, off here: nothing to delete); NFD's "
     "post-delete Job pruning node labels (not run: after removing the chart, NFD's labels stay on the nodes)",
     NETWORK_OPERATOR: "24.10.1: pre-install/pre-upgrade Job applying the CRDs (upgradeCRDs, off here: Pulumi applies crds/); "
     "pre-install/pre-upgrade keep-ncp Job protecting a NicClusterPolicy a pre-24.10 chart made (not needed: this program "
@@ -79,8 +80,12 @@ CHART_APIS: dict[str, ChartApis] = {
         installs=(Apis(CERT_MANAGER_GROUP, "crds.enabled", False), Apis("acme.cert-manager.io", "crds.enabled", False)),
     ),
     "gpu-operator": ChartApis(
-        "NVIDIA/gpu-operator deployments/gpu-operator@v24.9.2 (subchart node-feature-discovery)",
-        installs=(Apis("nvidia.com", crds_dir=True), Apis("nfd.k8s-sigs.io", "nfd.enabled", True, crds_dir=True)),
+        "NVIDIA/gpu-operator deployments/gpu-operator@v26.7.0 (subchart node-feature-discovery 0.19.0)",
+        installs=(
+            Apis("nvidia.com", crds_dir=True),
+            Apis("resource.nvidia.com", crds_dir=True),
+            Apis("nfd.k8s-sigs.io", "nfd.enabled", True, crds_dir=True),
+        ),
         renders=(Apis("nfd.k8s-sigs.io", "nfd.nodefeaturerules", False),),
     ),
     "network-operator": ChartApis(

@@ -36,6 +36,7 @@ from .charts import (
     with_crd_dependencies,
 )
 from .config import NodePoolConfig, PlatformConfig
+from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
 from .slurm import operator_module
 from .slurm.common import namespaces_named, tenant_namespace_names
@@ -52,7 +53,10 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
     values = {
         "operator": {"upgradeCRD": False},  # a Helm hook (see HELM_HOOKS)
         "driver": driver,
-        "toolkit": {"enabled": gpu.toolkit_enabled},
+        # GPUs reach a container as the device plugin's CDI list, and the toolkit ignores NVIDIA_VISIBLE_DEVICES
+        # from unprivileged containers (GpuOperatorConfig checks `values` keep both).
+        "cdi": {"enabled": True},
+        "toolkit": {"enabled": gpu.toolkit_enabled, "env": GPU_TOOLKIT_ENV},
         "devicePlugin": {"enabled": gpu.device_plugin_enabled},
         "dcgmExporter": {"enabled": gpu.dcgm_exporter_enabled},
         "mig": {"strategy": gpu.mig_strategy},

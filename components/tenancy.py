@@ -527,6 +527,45 @@ def tenant_service_policy(config: PlatformConfig) -> list[Rendered]:
     return [Rendered("service-policy", policy), Rendered("service-policy-binding", binding)]
 
 
+# The kinds a tenant may create whose pod templates the GPU policy reads (TENANT_RULES), and where each keeps its pod spec.
+POD_TEMPLATE_RULES = [
+    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments", "statefulsets", "replicasets"]},
+    {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs", "cronjobs"]},
+]
+POD_SPEC = "object.kind == 'Pod' ? object.spec : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec : object.spec.template.spec"
+
+
+def tenant_gpu_device_policy(config: PlatformConfig) -> list[Rendered]:
+    """A tenant pod gets GPUs only by asking for nvidia.com/gpu, which the quota and Kueue count. Refused in its pods
+    and in the pod templates of its workloads: NVIDIA_* variables in `env` (the container toolkit hands a container
+    the GPUs NVIDIA_VISIBLE_DEVICES names: every one on the node with `all`), `runtimeClassName` (the nvidia class
+    runs the toolkit's runtime, which reads that variable) and a scheduler other than Kubernetes' (which may ignore
+    the Slurm workers' anti-affinity and the taints). `envFrom` imports a ConfigMap's or Secret's keys as variables,
+    which admission cannot see: the toolkit ignores the variable from unprivileged containers, which a tenant's are
+    (the GPU operator's values, gpu_operator_values; ACK: docs/security.md)."""
+    validations = [
+        {
+            "expression": "variables.containers.all(c, !has(c.env) || c.env.all(e, !e.name.startsWith('NVIDIA_')))",
+            "message": "NVIDIA_* environment variables are not allowed in a tenant namespace: a pod gets GPUs by asking for nvidia.com/gpu",
+        },
+        {
+            "expression": "!has(variables.spec.runtimeClassName) || variables.spec.runtimeClassName == ''",
+            "message": "runtimeClassName is not allowed in a tenant namespace: the nvidia runtime class hands out GPUs no quota counts",
+        },
+        {
+            "expression": "!has(variables.spec.schedulerName) || variables.spec.schedulerName == 'default-scheduler'",
+            "message": "a tenant namespace's pods are placed by default-scheduler, which keeps them off the Slurm workers' nodes",
+        },
+    ]
+    policy, binding = admission_policy("slurm-tenant-gpu-devices", "pods", validations, tenant_namespace_names(config), LABELS)
+    policy["spec"]["matchConstraints"]["resourceRules"] += POD_TEMPLATE_RULES
+    policy["spec"]["variables"] = [
+        {"name": "spec", "expression": POD_SPEC},
+        {"name": "containers", "expression": "variables.spec.containers + (has(variables.spec.initContainers) ? variables.spec.initContainers : [])"},
+    ]
+    return [Rendered("gpu-device-policy", policy), Rendered("gpu-device-policy-binding", binding)]
+
+
 # What a tenant may do in its namespace (Role slurm-tenant): run and manage its workloads, claims, Secrets and
 # Services, and read its queues, quotas and network policies. Never RBAC, quotas, limit ranges or NetworkPolicies
 # (Kubernetes' edit and admin roles may change NetworkPolicies: deleting default-deny would open the metadata
@@ -620,6 +659,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
         *tenant_priority_policy(config),
         *(tenant_pod_policy(config) + tenant_service_policy(config) if tenant_namespace_names(config) else []),
+        *(tenant_gpu_device_policy(config) if tenant_namespace_names(config) else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),

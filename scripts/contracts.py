@@ -4,6 +4,9 @@
         --repository github.com/nebius/soperator --path config/crd/bases \\
         --ref 4.1.7 --commit 6f7fd3a9f9ab... --date 2026-07-30 \\
         --what "SlurmCluster v1 + NodeSet v1alpha1" UPSTREAM_FILE_OR_DIR...
+    python -m scripts.contracts chart-values --into charts/gpu-operator/v26.7.0 \\
+        --repository github.com/NVIDIA/gpu-operator --path deployments/gpu-operator \\
+        --ref v26.7.0 --commit 10ee5b3638b8... --date 2026-08-20 --what "..." UPSTREAM_CHART_DIR
     python -m scripts.contracts check
 
 `import` replaces contracts/<into>/ with the structural part of each upstream
@@ -11,7 +14,10 @@ file (CRD YAML or JSON Schema): kinds, versions, field names, types, enums,
 required lists, `x-kubernetes-*` markers and validation rules, without the
 description text. It records where they came from in contracts/provenance.json
 and rewrites the table in contracts/README.md, so moving to a new upstream
-release is one command and a reviewable diff. `check` fails when a stored file
+release is one command and a reviewable diff. `chart-values` does the same for
+a Helm chart's values: contracts/<into>/values.json holds its values.yaml key
+tree with defaults, the .Values paths its templates read and its
+dependencies' conditions. `check` fails when a stored file
 still carries description text, a folder has no provenance, or the README
 table is not the one provenance.json gives.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from collections.abc import Iterable
@@ -107,17 +114,27 @@ def dump(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
 
 
-def import_contracts(into: str, sources: Iterable[Path], provenance: dict[str, str], root: Path = CONTRACTS) -> list[Path]:
-    """Replace root/<into>/ with the structural copies of `sources`; record provenance."""
+def contract_folder(into: str, root: Path = CONTRACTS) -> Path:
     if Path(into).is_absolute() or ".." in Path(into).parts:
         raise ContractError(f"--into {into!r}: must be a folder under contracts/, e.g. soperator/4.1.7")
+    return root / into
+
+
+def import_contracts(into: str, sources: Iterable[Path], provenance: dict[str, str], root: Path = CONTRACTS) -> list[Path]:
+    """Replace root/<into>/ with the structural copies of `sources`; record provenance."""
+    contract_folder(into, root)
     written: dict[Path, str] = {}
     for source in upstream_files(sources):
         documents = [d for d in yaml.safe_load_all(source.read_text()) if d is not None]
         if len(documents) != 1:
             raise ContractError(f"{source}: expected one document, found {len(documents)}")
         written[Path(source.stem + ".json")] = dump(structural_document(documents[0], source))
-    folder = root / into
+    return write_contract(into, written, provenance, root)
+
+
+def write_contract(into: str, written: dict[Path, str], provenance: dict[str, str], root: Path = CONTRACTS) -> list[Path]:
+    """Replace root/<into>/ with `written` (file name -> text); record provenance and rewrite the README table."""
+    folder = contract_folder(into, root)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for name, text in written.items():
@@ -127,6 +144,46 @@ def import_contracts(into: str, sources: Iterable[Path], provenance: dict[str, s
     (root / PROVENANCE).write_text(json.dumps([entries[k] for k in sorted(entries)], indent=1) + "\n")
     write_readme_table(root)
     return [folder / name for name in written]
+
+
+JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+
+
+def values_tree(values: Any) -> Any:
+    """A chart's values.yaml as its key tree: each leaf (a scalar, a list or an empty map) as {$type, $default}."""
+    if isinstance(values, dict) and values:
+        return {key: values_tree(value) for key, value in values.items()}
+    kind = next((name for python_type, name in JSON_TYPES if isinstance(values, python_type)), "null")
+    return {"$type": kind, "$default": values}
+
+
+def template_reads(chart: Path) -> list[str]:
+    """The .Values paths the chart's own templates read (not its subcharts')."""
+    texts = [path.read_text() for path in sorted((chart / "templates").rglob("*")) if path.is_file()]
+    return sorted({match for text in texts for match in re.findall(r"\.Values\.([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)", text)})
+
+
+def chart_values_contract(chart: Path, source: dict[str, str]) -> dict[str, Any]:
+    """What the project relies on of a chart's values: its key tree with defaults, the paths its templates read,
+    and its dependencies' conditions. Data only: no template code, no comments."""
+    chart_yaml = yaml.safe_load((chart / "Chart.yaml").read_text())
+    return {
+        "chart": chart_yaml["name"],
+        "source": source,
+        "dependencies": [
+            {key: d[key] for key in ("name", "version", "repository", "condition") if key in d} for d in chart_yaml.get("dependencies") or []
+        ],
+        "leafEncoding": {"type": "$type", "default": "$default"},
+        "values": values_tree(yaml.safe_load((chart / "values.yaml").read_text()) or {}),
+        "templateReads": template_reads(chart),
+    }
+
+
+def import_chart_values(into: str, chart: Path, provenance: dict[str, str], root: Path = CONTRACTS) -> list[Path]:
+    """Replace root/<into>/ with values.json, the values contract of the chart directory `chart`."""
+    contract_folder(into, root)
+    document = chart_values_contract(chart, {"repository": provenance["repository"], "path": provenance["path"], "ref": provenance["ref"]})
+    return write_contract(into, {Path("values.json"): dump(document)}, provenance, root)
 
 
 def read_provenance(root: Path = CONTRACTS) -> list[dict[str, str]]:
@@ -205,12 +262,21 @@ def main(argv: list[str]) -> int:
     for field in PROVENANCE_FIELDS:
         importing.add_argument(f"--{field}", required=True)
     importing.add_argument("sources", nargs="+", type=Path, metavar="UPSTREAM_FILE_OR_DIR")
+    values = commands.add_parser("chart-values", help="replace contracts/<into>/ with a chart's values contract (values.json)")
+    values.add_argument("--into", required=True, help="folder under contracts/, e.g. charts/gpu-operator/v26.7.0")
+    for field in PROVENANCE_FIELDS:
+        values.add_argument(f"--{field}", required=True)
+    values.add_argument("chart", type=Path, metavar="UPSTREAM_CHART_DIR")
     commands.add_parser("check", help="fail on description text, missing provenance or a stale README table")
     args = parser.parse_args(argv)
     try:
-        if args.command == "import":
+        if args.command in ("import", "chart-values"):
             provenance = {field: getattr(args, field) for field in PROVENANCE_FIELDS}
-            for path in import_contracts(args.into, args.sources, provenance):
+            if args.command == "import":
+                written = import_contracts(args.into, args.sources, provenance)
+            else:
+                written = import_chart_values(args.into, args.chart, provenance)
+            for path in written:
                 print(path.relative_to(CONTRACTS.parent))
             return 0
         problems = check()

@@ -18,6 +18,8 @@ SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclus
 SOPERATOR_4_DIR = CONTRACTS / "soperator" / "4.1.7"
 SLINKY_DIR = CONTRACTS / "slinky" / "v1.2.1"
 KUEUE_DIR = CONTRACTS / "kueue" / "v0.19.2"
+# Chart values contracts (scripts/contracts.py chart-values): contracts/charts/<chart>/<version>/values.json.
+CHART_VALUES_DIR = CONTRACTS / "charts"
 KUEUE_PLURALS = {
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",

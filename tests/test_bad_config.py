@@ -239,6 +239,23 @@ CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("cert-manager-repo-no-scheme", {"operators.certManager.repository": "charts.jetstack.io"}, "operators.certManager.repository"),
     ("soperator-repo-blank", {"operators.soperator.repository": "   "}, "operators.soperator.repository"),
     ("gpu-operator-two-parts", {"operators.gpuOperator.version": "v24.9"}, "operators.gpuOperator.version"),
+    # GPUs only by the device plugin: a toolkit with CVE-2025-23266 fixed, CDI, NVIDIA_VISIBLE_DEVICES ignored unprivileged
+    ("gpu-operator-cve-toolkit", {"operators.gpuOperator": {"install": True, "version": "v24.9.2"}}, "operators.gpuOperator.version"),
+    (
+        "gpu-operator-cdi-off",
+        {"operators.gpuOperator": {"install": True, "values": {"cdi": {"enabled": False}}}},
+        "operators.gpuOperator.values.cdi.enabled",
+    ),
+    (
+        "gpu-operator-toolkit-env-replaced",
+        {"operators.gpuOperator": {"install": True, "values": {"toolkit": {"env": [{"name": "CONTAINERD_SET_AS_DEFAULT", "value": "true"}]}}}},
+        "operators.gpuOperator.values.toolkit.env",
+    ),
+    (
+        "gpu-operator-envvar-device-list",
+        {"operators.gpuOperator": {"install": True, "values": {"devicePlugin": {"env": [{"name": "DEVICE_LIST_STRATEGY", "value": "envvar"}]}}}},
+        "operators.gpuOperator.values.devicePlugin.env",
+    ),
     # exposure
     ("prod-open-load-balancer", {"environment": "prod", "slurm.login.serviceType": "LoadBalancer"}, "slurm.login.serviceType"),
     (

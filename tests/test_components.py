@@ -171,7 +171,7 @@ def test_operators_charts_are_pinned_with_repos():
     run = operators_run("prod-hanoi")
     charts = {r.name.removeprefix("operators-"): r.inputs for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
     gpu = charts["gpu-operator"]
-    assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v24.9.2"
+    assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v26.7.0"
     assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert gpu["values"]["nfd"] == {"enabled": True} and gpu["values"]["mig"] == {"strategy": "single"}
     net = charts["network-operator"]
@@ -187,7 +187,7 @@ def test_operators_charts_are_pinned_with_repos():
         "https://helm.mariadb.com/mariadb-operator",
     )
     assert all(chart["version"] for chart in charts.values())
-    assert run.outputs["versions"]["gpu-operator"] == "v24.9.2"
+    assert run.outputs["versions"]["gpu-operator"] == "v26.7.0"
 
 
 def test_operator_order_crds_first():

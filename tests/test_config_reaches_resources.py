@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from components.config import parse_config
+from components.config.charts import GPU_TOOLKIT_ENV
 from components.platform import build_platform
 from components.slurm import manifest_of, operator_module
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
@@ -81,7 +82,7 @@ def test_user_values_keep_our_other_values():
     values = charts(run)["gpu-operator"].inputs["values"]
     assert values["driver"]["enabled"] is False and values["driver"]["repository"] == "registry.example.com/nvidia"
     assert values["mig"] == {"strategy": "mixed"}
-    assert values["toolkit"] == {"enabled": True} and values["nfd"] == {"enabled": True}
+    assert values["toolkit"] == {"enabled": True, "env": GPU_TOOLKIT_ENV} and values["nfd"] == {"enabled": True}
 
 
 # --- secret config stays secret -------------------------------------------------------------

@@ -4,13 +4,16 @@ Kubernetes schemas."""
 
 import copy
 import functools
+import json
 
 import pytest
 
 from components.config import parse_config
+from components.config.charts import GpuOperatorConfig, release_number
+from components.operator_charts import gpu_operator_values
 from components.slurm import operator_module, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest
-from tests.contracts import SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
+from tests.contracts import CHART_VALUES_DIR, SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.test_program import run_stack
 
@@ -23,6 +26,35 @@ def stack_run(stack):
 
 def test_contract_file_is_present():
     assert SOPERATOR_CRD.is_file(), f"missing {SOPERATOR_CRD}"
+
+
+def leaf_paths(values: dict, prefix: str = "") -> list[str]:
+    """The dotted paths of a values map's leaves (lists are leaves, as Helm replaces them whole)."""
+    return [
+        path
+        for key, value in values.items()
+        for path in (leaf_paths(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"])
+    ]
+
+
+def test_the_pinned_gpu_operator_carries_a_fixed_toolkit_and_reads_every_value_the_program_sets():
+    """The chart's values contract at the program's pin (contracts/charts/gpu-operator): its container toolkit is
+    1.17.8 or later (CVE-2025-23266), and every value the example stacks pass is one its templates read, so the CDI
+    and toolkit settings that keep GPUs to the device plugin's list reach the operator."""
+    version = GpuOperatorConfig.model_fields["version"].default
+    contract = json.loads((CHART_VALUES_DIR / "gpu-operator" / version / "values.json").read_text())
+    toolkit = contract["values"]["toolkit"]["version"]["$default"]
+    assert release_number(toolkit.split("-", 1)[0]) >= (1, 17, 8), toolkit
+    reads = set(contract["templateReads"]) | {d["condition"] for d in contract["dependencies"]}
+    checked = []
+    for stack in example_stacks():
+        config = parse_config(stack_config(stack))
+        if config.operators.gpu_operator.install and config.operators.gpu_operator.version == version:
+            paths = leaf_paths(gpu_operator_values(config))
+            assert {"cdi.enabled", "toolkit.env"} <= set(paths), (stack, paths)
+            assert set(paths) <= reads, (stack, set(paths) - reads)
+            checked.append(stack)
+    assert checked
 
 
 SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))).OPERATOR == soperator1.OPERATOR]

@@ -180,7 +180,7 @@ def test_renaming_the_storage_component_keeps_the_volumes(ws):
 
 def test_chart_wiring_with_local_chart_fixtures(ws):
     charts = ws.root / "charts"
-    write_chart(charts, "gpu-operator", "v24.9.2", [config_map("gpu-operator-fixture")])
+    write_chart(charts, "gpu-operator", "v26.7.0", [config_map("gpu-operator-fixture")])
     write_chart(charts, "network-operator", "24.10.1", [config_map("network-operator-fixture")])
     write_chart(charts, "helm-soperator-crds", "1.14.10", [config_map("soperator-crds-fixture")], crds=[SOPERATOR_CRD])
     write_chart(charts, "helm-soperator", "1.14.10", [config_map("soperator-fixture")])

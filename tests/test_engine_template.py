@@ -27,7 +27,7 @@ from tests.harness import ROOT, tracked_files
 STACK = "trial"
 # The charts a stack with the template's defaults installs (accounting on the MariaDB operator).
 CHARTS: dict[str, list[tuple[str, str, tuple[Path, ...]]]] = {
-    "gpuOperator": [("gpu-operator", "v24.9.2", ())],
+    "gpuOperator": [("gpu-operator", "v26.7.0", ())],
     "networkOperator": [("network-operator", "24.10.1", ())],
     "soperator": [("helm-soperator-crds", "1.14.10", (SOPERATOR_CRD,)), ("helm-soperator", "1.14.10", ())],
     "mariadbOperator": [("mariadb-operator", "0.29.0", ())],

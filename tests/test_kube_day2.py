@@ -157,12 +157,14 @@ def test_chart_and_image_bumps_are_updates_and_the_up_converges(ws, cluster, bef
     assert cluster.require("slurmcluster", "fpt-hpc", NAMESPACE)["metadata"]["uid"] == before["cluster"]
 
 
-# kube-local.sh charts: gpu-operator's and Kueue's stand-ins, each at two versions, their Deployment's image tag the
-# chart's appVersion, as the real charts'. Kueue renders its queues only with tenants (operators.kueue.enabled needs
+# kube-local.sh charts: gpu-operator's and Kueue's stand-ins, each at two versions (the GPU operator's: the major
+# release before the pin, from which NVIDIA supports the upgrade), their Deployment's image tag the chart's appVersion,
+# as the real charts'. Kueue renders its queues only with tenants (operators.kueue.enabled needs
 # one), so the stack gains one, without a namespace: Kueue's flavor, topology and priority classes.
 CHARTS_A = {
     "operators.gpuOperator.install": "true",
-    "operators.gpuOperator.repository": "./.kwok/charts",
+    "operators.gpuOperator.version": "v26.3.3",
+    "operators.gpuOperator.repository": "./.kwok/charts/gpu-operator-v26.3.3",
     "operators.kueue.enabled": "true",
     "operators.kueue.version": "0.19.1",
     "operators.kueue.repository": "./.kwok/charts/kueue-0.19.1",
@@ -172,14 +174,14 @@ CHARTS_A = {
     "tenants[0].cells[0].cells": "1",
 }
 CHARTS_B = {
-    "operators.gpuOperator.version": "v25.3.0",
-    "operators.gpuOperator.repository": "./.kwok/charts/gpu-operator-v25.3.0",
+    "operators.gpuOperator.version": "v26.7.0",
+    "operators.gpuOperator.repository": "./.kwok/charts",
     "operators.kueue.version": "0.19.2",
     "operators.kueue.repository": "./.kwok/charts",
 }
 # The charts' Deployments (namespace/name) and their images at A and at B.
 OPERATORS = {
-    ("gpu-operator", "gpu-operator"): ("nvcr.io/nvidia/gpu-operator:v24.9.2", "nvcr.io/nvidia/gpu-operator:v25.3.0"),
+    ("gpu-operator", "gpu-operator"): ("nvcr.io/nvidia/gpu-operator:v26.3.3", "nvcr.io/nvidia/gpu-operator:v26.7.0"),
     ("kueue-system", "kueue-controller-manager"): ("registry.k8s.io/kueue/kueue:v0.19.1", "registry.k8s.io/kueue/kueue:v0.19.2"),
 }
 KUEUE_KINDS = ("resourceflavors.kueue.x-k8s.io", "topologies.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io")
@@ -215,7 +217,7 @@ def test_gpu_operator_and_kueue_chart_bumps_are_updates_in_place(ws, cluster, be
     assert operator_images(cluster) == {key: (at_a[key][0], images[1]) for key, images in OPERATORS.items()}
     assert kueue_objects(cluster) == queues
     outputs = json.loads(ws.pulumi("stack", "output", "--json", stack=KWOK_STACK).stdout)
-    assert outputs["installedCharts"]["gpu-operator"]["version"] == "v25.3.0"
+    assert outputs["installedCharts"]["gpu-operator"]["version"] == "v26.7.0"
     assert outputs["installedCharts"]["kueue"]["version"] == "0.19.2"
 
 

@@ -404,6 +404,92 @@ def test_a_tenant_namespace_admits_a_restricted_gpu_job_and_refuses_every_danger
                 cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
 
 
+def test_a_tenant_namespace_refuses_pods_and_templates_that_pick_their_own_gpus(cluster):
+    """tenancy.tenant_gpu_device_policy, run by a real API server: NVIDIA_VISIBLE_DEVICES=all (or any NVIDIA_*
+    variable), the nvidia runtime class and another scheduler are refused in a tenant's pods and in the pod
+    templates of its Deployments, Jobs and CronJobs; a GPU pod and a GPU Job that ask for nvidia.com/gpu, and a
+    pod with an ordinary variable, are admitted."""
+    config, manifests = tenant_stack()
+    tenant = "vision"
+    # The class the GPU operator declares: without it the RuntimeClass admission refuses the pod before the policy.
+    runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}
+    if cluster.get("namespace", config.cluster.namespace) is None:
+        cluster.kubectl("create", "namespace", config.cluster.namespace)
+    cluster.apply([*manifests, runtime_class])
+    try:
+        wait_until(f"ServiceAccount {tenant}/default", partial(cluster.get, "serviceaccount", "default", tenant))
+        wait_for_quotas(cluster, tenant)
+
+        def create(manifest: dict[str, Any]) -> subprocess.CompletedProcess:
+            return cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, stdin=json.dumps(manifest))
+
+        all_gpus = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+        plain = tenant_pod(tenant)
+        picking = with_container(plain, env=all_gpus)
+        policy = "ValidatingAdmissionPolicy 'slurm-tenant-gpu-devices'"
+        wait_until("the GPU device policy", lambda: policy in create(picking).stderr, timeout=60)
+
+        def job(pod: dict[str, Any], **labels: str) -> dict[str, Any]:
+            return {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "train", "namespace": tenant, "labels": {kueue.QUEUE_LABEL: tenant, **labels}},
+                "spec": {"template": {"spec": {**pod["spec"], "restartPolicy": "Never"}}},
+            }
+
+        def deployment(pod: dict[str, Any]) -> dict[str, Any]:
+            selector = {"app": "serve"}
+            return {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "serve", "namespace": tenant},
+                "spec": {
+                    "selector": {"matchLabels": selector},
+                    "template": {"metadata": {"labels": {**selector, kueue.QUEUE_LABEL: tenant}}, "spec": pod["spec"]},
+                },
+            }
+
+        def cron_job(pod: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": "nightly", "namespace": tenant},
+                "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": job(pod)["spec"]}},
+            }
+
+        init_picking = copy.deepcopy(plain)
+        init_picking["spec"]["initContainers"] = [{**copy.deepcopy(RESTRICTED_CONTAINER), "name": "init", "env": all_gpus}]
+        refused = {
+            "NVIDIA_VISIBLE_DEVICES=all without nvidia.com/gpu": picking,
+            "NVIDIA_VISIBLE_DEVICES in an init container": init_picking,
+            "another NVIDIA_ variable": with_container(plain, env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]),
+            "runtimeClassName nvidia": tenant_pod(tenant, runtimeClassName="nvidia"),
+            "runtimeClassName nvidia with the variable": with_container(tenant_pod(tenant, runtimeClassName="nvidia"), env=all_gpus),
+            "another scheduler": tenant_pod(tenant, schedulerName="my-scheduler"),
+            "a Job's template with the variable": job(picking),
+            "a Deployment's template with the nvidia class": deployment(tenant_pod(tenant, runtimeClassName="nvidia")),
+            "a CronJob's template with the variable": cron_job(picking),
+            "a Job's template with another scheduler": job(tenant_pod(tenant, schedulerName="my-scheduler")),
+        }
+        for case, manifest in refused.items():
+            result = create(manifest)
+            assert result.returncode != 0 and policy in result.stderr, (case, result.stderr)
+        gpu_pod = tenant_pod(tenant, gpus=8, priorityClassName="slurm-prod")
+        admitted = {
+            "a GPU pod asking for nvidia.com/gpu": gpu_pod,
+            "a GPU Job asking for nvidia.com/gpu": job(gpu_pod),
+            "an ordinary variable": with_container(plain, env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]),
+            "default-scheduler named": tenant_pod(tenant, schedulerName="default-scheduler"),
+        }
+        for case, manifest in admitted.items():
+            result = create(manifest)
+            assert result.returncode == 0, (case, result.stderr)
+    finally:
+        for manifest in [*manifests, runtime_class]:
+            if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange"):
+                cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
+
+
 def test_the_scheduler_keeps_tenant_pods_off_slurm_workers_nodes(cluster):
     """A Slurm worker's required anti-affinity (components/slurm/common.py worker_anti_affinity), with the
     real scheduler on kwok nodes: tenant pods never join a worker's node, even when they ask for it, and a

@@ -154,6 +154,35 @@ def test_import_refuses_a_file_that_is_no_contract(tmp_path):
         contracts.import_contracts("../escape", [bad], {}, root=tmp_path)
 
 
+def test_chart_values_keep_the_key_tree_with_defaults_and_what_the_templates_read(tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(
+        "name: widget\nversion: v1.0.0\ndependencies:\n- {name: nfd, version: 0.1.0, repository: oci://x, condition: nfd.enabled}\n"
+    )
+    (chart / "values.yaml").write_text("# a comment\ncdi:\n  enabled: true\ntoolkit:\n  env: []\n  resources: {}\n  version: v1.20.0\n")
+    (chart / "templates" / "policy.yaml").write_text("{{ if .Values.cdi.enabled }}{{ toYaml .Values.toolkit.env }}{{ .Values.extra.key }}{{ end }}")
+    root = tmp_path / "contracts"
+    root.mkdir()
+    (root / "README.md").write_text(f"# x\n\n{contracts.TABLE_START}\n{contracts.TABLE_END}\n")
+    provenance = {field: f"the {field}" for field in contracts.PROVENANCE_FIELDS}
+    (written,) = contracts.import_chart_values("charts/widget/v1.0.0", chart, provenance, root=root)
+    stored = json.loads(written.read_text())
+    assert stored["values"] == {
+        "cdi": {"enabled": {"$type": "boolean", "$default": True}},
+        "toolkit": {
+            "env": {"$type": "array", "$default": []},
+            "resources": {"$type": "object", "$default": {}},
+            "version": {"$type": "string", "$default": "v1.20.0"},
+        },
+    }
+    assert stored["templateReads"] == ["cdi.enabled", "extra.key", "toolkit.env"]
+    assert stored["dependencies"] == [{"name": "nfd", "version": "0.1.0", "repository": "oci://x", "condition": "nfd.enabled"}]
+    assert contracts.check(root) == []
+    with pytest.raises(contracts.ContractError, match="must be a folder under contracts/"):
+        contracts.import_chart_values("../escape", chart, provenance, root=root)
+
+
 def test_the_contract_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path):
     """The tracked files alone, in an empty directory: the contract tier and the
     contracts check run there against what the clone carries."""

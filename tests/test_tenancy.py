@@ -545,6 +545,29 @@ def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_th
     assert len(policy["spec"]["validations"]) == 3
 
 
+def test_tenant_pods_and_pod_templates_may_not_pick_gpus_runtimes_or_schedulers_on_every_operator():
+    """tenant_gpu_device_policy, bound to the tenant namespaces of every operator's stack: the API server's
+    verdicts are tests/test_kube_operators.py's."""
+    for name, stack in OPERATOR_STACKS.items():
+        config = with_tenants(*two_teams(stack), stack=stack)
+        rendered = tenancy.render(config)
+        (policy,) = [p for p in manifest_of(rendered, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-gpu-devices"]
+        (binding,) = [b for b in manifest_of(rendered, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] == "slurm-tenant-gpu-devices"]
+        assert binding["spec"] == {"policyName": "slurm-tenant-gpu-devices", "validationActions": ["Deny"]}, name
+        match = policy["spec"]["matchConstraints"]
+        assert match["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"], name
+        kinds = {(group, resource) for rule in match["resourceRules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+        # Every kind with a pod template that the tenant Role lets it create, and pods themselves.
+        templated = {
+            (group, r) for rule in tenancy.TENANT_RULES for group in rule["apiGroups"] for r in rule["resources"] if group in ("apps", "batch")
+        }
+        assert kinds == {("", "pods"), *templated}, name
+        expressions = " ".join(v["expression"] for v in policy["spec"]["validations"])
+        for field in ("'NVIDIA_'", "runtimeClassName", "schedulerName == 'default-scheduler'", "c.env"):
+            assert field in expressions, (name, field)
+        assert "initContainers" in json.dumps(policy["spec"]["variables"]), name
+
+
 def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level_and_node():
     for name, stack in OPERATOR_STACKS.items():
         config = with_tenants(*two_teams(stack), stack=stack)

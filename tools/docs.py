@@ -77,7 +77,7 @@ slurm-platform:nodePools:
 """,
     "operators": """\
 slurm-platform:operators:
-  gpuOperator: {version: v24.9.2, driverEnabled: false}
+  gpuOperator: {version: v26.7.0, driverEnabled: false}
   networkOperator: {install: false}      # FPT's portal installed it
   soperator: {version: 4.1.7}
   certManager: {install: false}          # already in the cluster

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, Field
 
@@ -33,10 +33,21 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------
 # Operators
 
+# The first GPU operator whose container toolkit is 1.17.8 (deployments/gpu-operator/values.yaml toolkit.version):
+# older toolkits let a container's image run its hook environment as root on the node (CVE-2025-23266).
+FIXED_TOOLKIT_GPU_OPERATOR = "v25.3.1"
+# The toolkit takes the GPUs a container may see from the device plugin only: NVIDIA_VISIBLE_DEVICES (which a pod,
+# or its image, sets itself) is ignored for unprivileged containers. The operator's own operands are privileged.
+GPU_TOOLKIT_ENV = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
+
 
 class GpuOperatorConfig(ChartConfig):
     namespace: DnsLabel = chart_namespace("gpu-operator")
-    version: Annotated[ExactVersion, _leading_v(True), Field(description="Chart version with a leading v.")] = "v24.9.2"
+    version: Annotated[
+        ExactVersion,
+        _leading_v(True),
+        Field(description="Chart version with a leading v; v25.3.1 or later (container toolkit 1.17.8: CVE-2025-23266)."),
+    ] = "v26.7.0"
     repository: ChartRepository = chart_repository(NVIDIA_HELM_REPO)
     driver_enabled: bool = Field(True, description="Install the NVIDIA driver (false when nodes ship one).")
     driver_version: Optional[ImageTag] = Field(None, description="Driver version; the chart's default when unset.")
@@ -123,8 +134,63 @@ class OperatorsConfig(Model):
     kueue: KueueConfig = KueueConfig()
 
 
+def release_number(version: str) -> tuple[int, ...]:
+    """The numbers of an exact chart version (v25.3.1 -> (25, 3, 1)), pre-release and build ignored."""
+    core = version.lstrip("v").split("-", 1)[0].split("+", 1)[0]
+    return tuple(int(part) for part in core.split("."))
+
+
+def gpu_device_problems(gpu: GpuOperatorConfig) -> Iterator[Problem]:
+    """The GPU operator hands a container the GPUs the device plugin allocated and no others: a toolkit with
+    CVE-2025-23266 fixed, the device plugin's list by CDI, and NVIDIA_VISIBLE_DEVICES ignored from unprivileged
+    containers; `values` may not undo either (the chart's lists are replaced, not merged)."""
+    if release_number(gpu.version) < release_number(FIXED_TOOLKIT_GPU_OPERATOR):
+        yield Problem(
+            ("operators", "gpuOperator", "version"),
+            f"ships a container toolkit older than 1.17.8, with which a container becomes root on its node (CVE-2025-23266); "
+            f"{FIXED_TOOLKIT_GPU_OPERATOR} is the first with 1.17.8 (NVIDIA upgrades one major release at a time: "
+            f"docs/operations.md)",
+            gpu.version,
+            (GpuOperatorConfig.model_fields["version"].default,),
+        )
+    values = gpu.values
+
+    def section(key: str) -> dict[str, Any]:
+        return values[key] if isinstance(values.get(key), dict) else {}
+
+    if section("cdi").get("enabled") is False:
+        yield Problem(
+            ("operators", "gpuOperator", "values", "cdi", "enabled"),
+            "is false: the device plugin would pass GPUs by NVIDIA_VISIBLE_DEVICES, which a pod can set itself",
+            False,
+            (True,),
+        )
+    toolkit_env = section("toolkit").get("env")
+    kept = toolkit_env if isinstance(toolkit_env, list) else []
+    if toolkit_env is not None and not all(entry in kept for entry in GPU_TOOLKIT_ENV):
+        yield Problem(
+            ("operators", "gpuOperator", "values", "toolkit", "env"),
+            f"replaces the program's toolkit env without {GPU_TOOLKIT_ENV[0]['name']}=false: a pod's "
+            f"NVIDIA_VISIBLE_DEVICES=all would reach every GPU on its node",
+            toolkit_env,
+            ([*kept, *GPU_TOOLKIT_ENV],),
+        )
+    plugin_env = section("devicePlugin").get("env")
+    plugin_env = plugin_env if isinstance(plugin_env, list) else []
+    if any(isinstance(entry, dict) and entry.get("name") == "DEVICE_LIST_STRATEGY" for entry in plugin_env):
+        yield Problem(
+            ("operators", "gpuOperator", "values", "devicePlugin", "env"),
+            "sets DEVICE_LIST_STRATEGY, which replaces the CDI lists the operator configures (cdi-annotations,cdi-cri): "
+            "envvar lets a pod pick GPUs, volume-mounts leaves GPU pods without GPUs (nvidia is not the default runtime)",
+            plugin_env,
+            ([entry for entry in plugin_env if not (isinstance(entry, dict) and entry.get("name") == "DEVICE_LIST_STRATEGY")],),
+        )
+
+
 def chart_problems(config: PlatformConfig) -> Iterator[Problem]:
     ops = config.operators
+    if ops.gpu_operator.install:
+        yield from gpu_device_problems(ops.gpu_operator)
     if (
         ops.gpu_operator.install
         and ops.network_operator.install

@@ -29,7 +29,7 @@ from .common import (
 LOCAL_CHART = ("/", "./", "../", "file://")
 STACK = "pulumi:pulumi:Stack"
 DEFAULT_VERSIONS_OUTPUT = "chartVersions"
-PIN_FIX = "pin an exact chart version (e.g. 1.14.10 or v24.9.2) in the stack's operators.<chart>.version"
+PIN_FIX = "pin an exact chart version (e.g. 1.14.10 or v26.7.0) in the stack's operators.<chart>.version"
 
 
 def unpinned(version: str) -> Optional[str]:

@@ -92,7 +92,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 POD_SECURITY_LEVEL = "restricted"
 TENANT_ROLE = "slurm-tenant"
-TENANT_ADMISSION_POLICIES = ("slurm-tenant-pods", "slurm-tenant-services", "slurm-tenant-priority-classes")
+TENANT_ADMISSION_POLICIES = ("slurm-tenant-pods", "slurm-tenant-services", "slurm-tenant-priority-classes", "slurm-tenant-gpu-devices")
 # The stack's tenant objects inside a tenant namespace: any one of them marks it, so dropping the Namespace's labels
 # does not hide it.
 TENANT_MARKERS = (ROLE, ROLE_BINDING, RESOURCE_QUOTA, LIMIT_RANGE)
