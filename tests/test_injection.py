@@ -49,7 +49,7 @@ COMMON_EXTRAS: dict[str, Any] = {
     "operators.mariadbOperator.values": HELM_VALUES,
     "operators.certManager.values": HELM_VALUES,
     "operators.slinky.values": HELM_VALUES,
-    "ldap.tls": {"enabled": True, "secretName": "ldap-tls"},
+    "ldap.tls": {"enabled": True, "secretName": "ldap-tls", "caConfigMapName": "ldap-ca"},
     "ldap.storageClassName": "standard-rwo",
     "slurm.images.tag": "1.14.10-jammy-slurm24.05.2",
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
