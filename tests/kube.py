@@ -108,6 +108,12 @@ class LocalCluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
         return result
 
+    def kubeconfig_with(self, token: str, path: Path) -> Path:
+        """The admin's kubeconfig (its server, CA and context) with another identity's token, written to `path`."""
+        admin = self.kubeconfig.read_text()
+        path.write_text(admin.replace(admin.split("token: ")[1].split("\n")[0], token))
+        return path
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         args = ["get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])]
         result = self.kubectl(*args, check=False)

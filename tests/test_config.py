@@ -180,10 +180,6 @@ INVALID = [
         {"ldap": {"phpLdapAdminImage": "docker.io/osixia/phpldapadmin:0.9.0"}},
         "slurm-platform:ldap.phpLdapAdminImage: phpLDAPadmin is no longer deployed",
     ),
-    (
-        {"kubernetes": {"renderYamlToDirectory": "out"}, "ldap": {"tls": {"enabled": True, "secretName": "ldap-tls"}}},
-        "slurm-platform:ldap.tls.enabled: needs a cluster: the clients' CA is read from the TLS Secret",
-    ),
     ({"ldap": {"baseDn": "example.org"}}, "slurm-platform:ldap.baseDn: must be a base DN of dc=, o= or ou= parts"),
     ({"environment": "qa"}, "slurm-platform:environment: Input should be 'local', 'dev', 'staging' or 'prod'"),
     (

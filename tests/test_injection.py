@@ -48,7 +48,7 @@ COMMON_EXTRAS: dict[str, Any] = {
     "operators.networkOperator.values": HELM_VALUES,
     "operators.mariadbOperator.values": HELM_VALUES,
     "operators.certManager.values": HELM_VALUES,
-    "ldap.tls": {"enabled": True, "secretName": "ldap-tls"},
+    "ldap.tls": {"enabled": True, "secretName": "ldap-tls", "caConfigMapName": "ldap-ca"},
     "ldap.storageClassName": "standard-rwo",
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
 }

@@ -80,9 +80,7 @@ def viewer_kubeconfig(cluster: LocalCluster, directory: Path) -> Path:
     cluster.kubectl("create", "serviceaccount", "deployer", "-n", "ci")
     cluster.kubectl("create", "clusterrolebinding", "deployer-view", "--clusterrole=view", "--serviceaccount=ci:deployer")
     token = cluster.kubectl("create", "token", "deployer", "-n", "ci").stdout.strip()
-    path = directory / "viewer.kubeconfig"
-    path.write_text(cluster.kubeconfig.read_text().replace(cluster.kubeconfig.read_text().split("token: ")[1].split("\n")[0], token))
-    return path
+    return cluster.kubeconfig_with(token, directory / "viewer.kubeconfig")
 
 
 def test_a_bare_cluster_fails_each_check_with_its_fix(cluster, tmp_path):

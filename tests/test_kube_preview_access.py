@@ -2,11 +2,15 @@
 
 scripts/kube-local.sh's kube-apiserver 1.33.3 runs the file as an admin applies it, and
 the account's own token (the Secret the file asks the token controller for) makes every
-request: server-side dry runs pass, real writes are refused by the policy, Secrets are
-reached only in a namespace bound for them, and RBAC grants no subresource (exec,
-attach, port-forward, eviction, tokens, scale, status, node proxy). With cluster-admin
-bound to the account the policy alone still refuses tokens, scale, status writes and
-evictions; with the policy's old `resources: ["*"]` the same requests go through.
+request: server-side dry runs pass, a real write of every kind the role names is refused
+(by the policy, or by RBAC where the role may only read), the policy's own binding
+cannot be patched (no admission policy runs on it), no role or binding is written, not
+even as a dry run (no escalate, no bind), no Secret is reached,
+and RBAC grants no subresource (exec, attach, port-forward, eviction, tokens, scale,
+status, node proxy). With cluster-admin bound to the account the policy alone still
+refuses tokens, scale, status writes and evictions; with the policy's old
+`resources: ["*"]` the same requests go through. `pulumi preview` of the kwok stack with
+that account still succeeds and shows the diff of the kinds it may not dry-run.
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ import copy
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.engine import Workspace
 from tests.harness import ROOT
-from tests.kube import LocalCluster, wait_until
+from tests.kube import CHARTS_DIR, KWOK_STACK, LocalCluster, wait_until
 
 ACCESS = ROOT / "ci" / "preview-access.yaml"
 DRY_RUN_ONLY = "the pulumi-preview account may only dry-run"
-# A stack's namespace, its Secrets bound to the account as the one-time setup does.
-STACK_NAMESPACE = "fpt-hpc"
+# A namespace such as a stack's (not the kwok stack's own, which the last test deploys).
+STACK_NAMESPACE = "preview-probe"
 PREVIEW_USER = "system:serviceaccount:ci:pulumi-preview"
 
 Kubectl = Callable[..., subprocess.CompletedProcess]
@@ -37,19 +43,20 @@ def access_manifests() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def preview(cluster: LocalCluster) -> Kubectl:
-    """kubectl with the preview account's token, once the policy refuses its first real write."""
+def token(cluster: LocalCluster) -> str:
+    """The preview account's token, once the file is applied as an admin applies it."""
     cluster.apply(access_manifests())
     encoded = wait_until(
         "the token controller to fill pulumi-preview-token",
         lambda: ((cluster.get("secret", "pulumi-preview-token", "ci") or {}).get("data") or {}).get("token"),
     )
-    token = base64.b64decode(encoded).decode()
+    return base64.b64decode(encoded).decode()
+
+
+@pytest.fixture(scope="module")
+def preview(cluster: LocalCluster, token: str) -> Kubectl:
+    """kubectl with the preview account's token, once the policy refuses its first real write."""
     cluster.kubectl("create", "namespace", STACK_NAMESPACE)
-    cluster.kubectl(
-        "create", "rolebinding", "pulumi-preview-secrets", "-n", STACK_NAMESPACE,
-        "--clusterrole=pulumi-preview-secrets", "--serviceaccount=ci:pulumi-preview",
-    )  # fmt: skip
     cluster.kubectl("create", "deployment", "web", "-n", STACK_NAMESPACE, "--image=busybox", "--replicas=1")
     pod = {
         "apiVersion": "v1",
@@ -93,14 +100,218 @@ def test_the_preview_account_dry_runs_and_writes_nothing(preview, cluster):
     assert deleted.returncode != 0 and cluster.get("deployment", "web", STACK_NAMESPACE) is not None
 
 
-def test_secrets_are_reached_only_in_a_bound_namespace(preview):
-    secret = ["create", "secret", "generic", "probe", "--from-literal=k=v"]
-    assert preview(*secret, "-n", STACK_NAMESPACE, "--dry-run=server").returncode == 0
-    assert forbidden_by_rbac(preview(*secret, "-n", "default", "--dry-run=server"))
-    # Its own token and the control plane's: a dry-run patch would answer with the whole Secret.
+# One object of every (API group, resource) the role names, which the admin creates where the cluster has none:
+# the account's real write of each (a label) must be refused: by the policy where the role has the write verbs,
+# by RBAC where it may only read (admission policies and webhooks, roles and bindings, its own included).
+NS = STACK_NAMESPACE
+SEEDS = [
+    {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "probe"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/probe"}},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    },
+    {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "probe", "namespace": NS}, "spec": {"hard": {"pods": "10"}}},
+    {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]},
+    },
+    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "probe"}},
+    {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {
+            "schedule": "0 0 1 1 *",
+            "suspend": True,
+            "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
+        },
+    },
+    {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+    },
+    {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"a": "probe"}},
+            "template": {"metadata": {"labels": {"a": "probe"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    },
+    {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"a": "probe"}},
+            "template": {"metadata": {"labels": {"a": "probe"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    },
+    {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"a": "probe"}}},
+    },
+    {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "probe", "namespace": NS}, "spec": {"podSelector": {}}},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "probe"}, "provisioner": "example.com/probe"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "probe.example.com"}, "spec": {}},
+    {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "probes", "singular": "probe", "kind": "Probe"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        },
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "probe", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "probe", "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "probe"},
+        "subjects": [{"kind": "ServiceAccount", "name": "pulumi-preview", "namespace": "ci"}],
+    },
+]
+# (API group, resource) -> (name, namespace) of the object the account tries to label.
+TARGETS = {
+    ("", "namespaces"): ("ci", None),
+    ("", "configmaps"): ("kube-root-ca.crt", NS),
+    ("", "services"): ("kubernetes", "default"),
+    ("", "serviceaccounts"): ("default", NS),
+    ("", "persistentvolumes"): ("probe", None),
+    ("", "persistentvolumeclaims"): ("probe", NS),
+    ("", "resourcequotas"): ("probe", NS),
+    ("", "limitranges"): ("probe", NS),
+    ("", "nodes"): ("probe", None),
+    ("apps", "deployments"): ("web", NS),
+    ("apps", "statefulsets"): ("probe", NS),
+    ("apps", "daemonsets"): ("probe", NS),
+    ("batch", "jobs"): ("probe", NS),
+    ("batch", "cronjobs"): ("probe", NS),
+    ("policy", "poddisruptionbudgets"): ("probe", NS),
+    ("networking.k8s.io", "networkpolicies"): ("probe", NS),
+    ("scheduling.k8s.io", "priorityclasses"): ("system-cluster-critical", None),
+    ("storage.k8s.io", "storageclasses"): ("probe", None),
+    ("storage.k8s.io", "csidrivers"): ("probe.example.com", None),
+    ("apiextensions.k8s.io", "customresourcedefinitions"): ("probes.example.com", None),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): ("pulumi-preview-dry-run-only", None),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): ("pulumi-preview-dry-run-only", None),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ("probe", None),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ("probe", None),
+    ("rbac.authorization.k8s.io", "roles"): ("probe", NS),
+    ("rbac.authorization.k8s.io", "rolebindings"): ("probe", NS),
+    ("rbac.authorization.k8s.io", "clusterroles"): ("pulumi-preview", None),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): ("pulumi-preview", None),
+}
+WEBHOOKS: list[dict] = [
+    {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "probe"}, "webhooks": []}
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+]
+
+
+def role_rules() -> dict[tuple[str, str], set[str]]:
+    """(API group, resource) -> verbs, for every resource the preview ClusterRole names by name."""
+    (role,) = [m for m in access_manifests() if m["kind"] == "ClusterRole"]
+    return {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if resource != "*"
+    }
+
+
+def test_every_real_write_is_refused(preview, cluster):
+    rules = role_rules()
+    assert set(rules) == set(TARGETS)
+    cluster.apply(SEEDS + WEBHOOKS)
+    outcomes = {}
+    for (group, resource), (name, namespace) in TARGETS.items():
+        kind = f"{resource}.{group}" if group else resource
+        where = ["-n", namespace] if namespace else []
+        result = preview("label", kind, name, *where, "preview-probe=written")
+        refused = refused_by_policy(result) if "patch" in rules[group, resource] else forbidden_by_rbac(result)
+        labels = cluster.require(kind, name, namespace)["metadata"].get("labels") or {}
+        outcomes[kind] = refused and "preview-probe" not in labels or result.stderr
+    assert outcomes == dict.fromkeys(outcomes, True)
+    # What it may write it may dry-run: the preview of those kinds gets the server's answer.
+    assert preview("label", "deployments.apps", "web", "-n", NS, "preview-probe=dry", "--dry-run=server").returncode == 0
+
+
+def test_no_secret_is_reached(preview, cluster):
+    """Not even in a stack's namespace: a dry-run patch answers with the whole Secret."""
+    cluster.kubectl("create", "secret", "generic", "held", "-n", STACK_NAMESPACE, "--from-literal=k=v")
+    secret = ["create", "secret", "generic", "probe", "--from-literal=k=v", "--dry-run=server"]
+    assert forbidden_by_rbac(preview(*secret, "-n", STACK_NAMESPACE))
+    assert forbidden_by_rbac(preview("get", "secret", "held", "-n", STACK_NAMESPACE))
+    assert forbidden_by_rbac(preview("patch", "secret", "held", "-n", STACK_NAMESPACE, "--dry-run=server", "-p", '{"metadata":{"labels":{"a":"b"}}}'))
+    # Its own token and the control plane's.
     assert forbidden_by_rbac(preview("get", "secret", "pulumi-preview-token", "-n", "ci"))
     assert forbidden_by_rbac(preview("get", "secrets", "-n", "kube-system"))
     assert forbidden_by_rbac(preview("get", "secrets", "--all-namespaces"))
+    assert not can_i(cluster, "get", "", "secrets") and not can_i(cluster, "list", "", "secrets")
+
+
+def test_the_policy_binding_stays_deny(preview, cluster):
+    """Admission policies never run on admission policies or their bindings: only RBAC keeps the account off them."""
+    (binding,) = [m for m in access_manifests() if m["kind"] == "ValidatingAdmissionPolicyBinding"]
+    name = binding["metadata"]["name"]
+    try:
+        audit = preview("patch", "validatingadmissionpolicybinding", name, "--type=merge", "-p", '{"spec":{"validationActions":["Audit"]}}')
+        assert forbidden_by_rbac(audit), audit.stderr
+        assert cluster.require("validatingadmissionpolicybinding", name)["spec"]["validationActions"] == ["Deny"]
+        assert forbidden_by_rbac(preview("patch", "validatingadmissionpolicy", name, "--type=merge", "-p", '{"spec":{"failurePolicy":"Ignore"}}'))
+        other = {**binding, "metadata": {"name": "preview-probe"}, "spec": {**binding["spec"], "validationActions": ["Audit"]}}
+        assert forbidden_by_rbac(preview("create", "--dry-run=server", "-f", "-", stdin=json.dumps(other)))
+        for kind in (
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+        ):
+            assert not can_i(cluster, "create", "admissionregistration.k8s.io", kind) and not can_i(
+                cluster, "patch", "admissionregistration.k8s.io", kind
+            )
+        # And the policy still refuses a real write.
+        assert refused_by_policy(preview("create", "configmap", "after-the-patch", "-n", STACK_NAMESPACE))
+    finally:
+        cluster.apply([binding], force=True)
+
+
+def test_no_role_binding_escalate_or_bind(preview, cluster):
+    """cluster-admin is not the account's to grant, not even in a dry run: a real grant never rests on the policy alone."""
+    for verb in ("create", "update", "patch", "escalate", "bind"):
+        for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
+            assert not can_i(cluster, verb, "rbac.authorization.k8s.io", resource), (verb, resource)
+    binding = ["rolebinding", "as-admin", "-n", STACK_NAMESPACE, "--clusterrole=cluster-admin", "--serviceaccount=ci:pulumi-preview"]
+    assert forbidden_by_rbac(preview("create", *binding, "--dry-run=server"))
+    assert forbidden_by_rbac(preview("create", *binding))
+    assert forbidden_by_rbac(preview("create", "clusterrolebinding", "as-admin", "--clusterrole=cluster-admin", "--serviceaccount=ci:pulumi-preview"))
+    assert forbidden_by_rbac(preview("create", "clusterrole", "everything", "--verb=*", "--resource=*.*", "--dry-run=server"))
+    assert forbidden_by_rbac(preview("create", "role", "reader", "-n", STACK_NAMESPACE, "--verb=get", "--resource=configmaps", "--dry-run=server"))
+    assert cluster.get("rolebinding", "as-admin", STACK_NAMESPACE) is None and cluster.get("clusterrolebinding", "as-admin") is None
 
 
 # (verb, API group, resource, subresource) that take over a pod, a node or another account.
@@ -175,3 +386,67 @@ def test_the_policy_alone_refuses_subresource_writes_rbac_would_allow(preview, c
     finally:
         cluster.apply([policy], force=True)
         cluster.kubectl("delete", "clusterrolebinding", "preview-as-admin", "--ignore-not-found")
+
+
+# A tenant with its namespace (tenants need soperator 4.1.7's partitions): the kinds the account may not dry-run
+# (admission policies and their bindings, a Role granting and a RoleBinding to what it does not hold, Secrets).
+TENANT = {
+    "operators.soperator.version": "4.1.7",
+    "operators.soperator.repository": "./.kwok/charts/soperator-4.1.7",
+    "operators.certManager.install": "false",  # kwok has no chart for it
+    "tenants[0].name": "vision",
+    "tenants[0].namespace": "true",
+    "tenants[0].kubernetesGroups[0]": "vision-researchers",
+    "tenants[0].cells[0].pool": "gpu",
+    "tenants[0].cells[0].gpusPerCell": "8",
+    "tenants[0].cells[0].cells": "1",
+}
+CREATED = {
+    "kubernetes:rbac.authorization.k8s.io/v1:Role",
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    "kubernetes:core/v1:Secret",
+}
+
+
+def preview_steps(ws: Workspace, kubeconfig: Path, stack: str, values: dict[str, str]) -> set[tuple[str, str]]:
+    """(operation, type::name) of each step of `pulumi preview` of `stack` with `kubeconfig`, its config set to
+    `values` for it."""
+    config_file = ws.project / f"Pulumi.{stack}.yaml"
+    original = config_file.read_text()
+    pairs = [arg for path, value in values.items() for arg in ("--plaintext", f"slurm-platform:{path}={value}")]
+    admin = ws.env["KUBECONFIG"]
+    try:
+        ws.pulumi("config", "set-all", "--path", *pairs, stack=stack)
+        ws.env["KUBECONFIG"] = str(kubeconfig)
+        result = ws.pulumi("preview", "--json", stack=stack)
+    finally:
+        ws.env["KUBECONFIG"] = admin
+        config_file.write_text(original)
+    return {(step["op"], step["urn"].split("$")[-1]) for step in json.loads(result.stdout)["steps"]}
+
+
+def kinds_of(steps: set[tuple[str, str]], op: str, kinds: set[str]) -> set[str]:
+    return {kind for kind in kinds if any(o == op and urn.startswith(kind) for o, urn in steps)}
+
+
+def test_a_preview_with_the_account_shows_the_diff_of_what_it_may_not_dry_run(ws, cluster, token, preview):
+    """CI's preview with the preview account's kubeconfig: where RBAC refuses the read before an update, or the
+    dry run of a create (Forbidden), pulumi-kubernetes previews from the inputs instead of failing."""
+    kubeconfig = cluster.kubeconfig_with(token, ws.root / "preview.kubeconfig")
+    # Deployed by its own account, then a new munge key previewed: a Secret the account cannot touch replaced (the
+    # provider replaces a Secret whose data changes).
+    ws.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    rotated = preview_steps(ws, kubeconfig, KWOK_STACK, {"slurm.mungeKeyRotation": "1"})
+    assert ("replace", "kubernetes:core/v1:Secret::munge-secret") in rotated, sorted(rotated)
+
+    # A new stack beside it, with a tenant: every object a create. 4.1.7's CRDs first, as the upgrade's first up
+    # installs them (the account may create none for real).
+    crds = ws.project / CHARTS_DIR / "soperator-4.1.7" / "helm-soperator-crds" / "crds"
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
+    ws.pulumi("stack", "init", "kwok-tenant", "--copy-config-from", KWOK_STACK, stack=None)
+    created = preview_steps(ws, kubeconfig, "kwok-tenant", TENANT)
+    assert kinds_of(created, "create", CREATED) == CREATED, sorted(created)
+    assert [urn for op, urn in created if op == "create" and urn.startswith("kubernetes:core/v1:Namespace::") and "vision" in urn]
+    assert cluster.get("namespace", "vision") is None

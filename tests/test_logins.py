@@ -125,7 +125,7 @@ def test_ack_login_pods_are_not_the_head_and_hold_no_token_off_the_gpu_nodes():
     assert volumes["sssd-conf"]["secret"]["secretName"] == names.SSSD_SECRET and mounted["sssd-conf"]["mountPath"] == "/etc/sssd/sssd.conf"
     assert "nslcd-conf" not in volumes
     if config.ldap.tls.enabled:
-        assert mounted["ldap-ca"]["mountPath"] == names.SSSD_CA_FILE and volumes["ldap-ca"]["secret"]["secretName"] == names.SSSD_SECRET
+        assert mounted["ldap-ca"]["mountPath"] == names.SSSD_CA_FILE and volumes["ldap-ca"]["secret"]["secretName"] == config.ldap.tls.secret_name
     if config.slurm.ack.home is not None:
         assert mounted["home"]["mountPath"] == "/home"
     # The head no longer takes SSH; the Service selects the login pods.

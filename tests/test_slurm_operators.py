@@ -209,10 +209,20 @@ def test_soperator4_charts_bring_cert_manager_for_the_webhooks(staging_hanoi):
 
 
 def test_soperator4_uses_ldap_through_sssd(staging_hanoi):
+    """With the directory's CA from ldap.tls.caConfigMapName: the sidecar mounts it at /mnt/ldapCA, where sssd.conf points."""
     rendered = soperator4.render(staging_hanoi)
     (cluster,) = manifest_of(rendered, "SlurmCluster")
-    assert cluster["spec"]["slurmNodes"]["login"]["sssdConfSecretRefName"] == "sssd-config"
-    assert all(n["spec"]["sssdConfSecretRefName"] == "sssd-config" for n in manifest_of(rendered, "NodeSet"))
+    nodes = [cluster["spec"]["slurmNodes"]["login"], *(n["spec"] for n in manifest_of(rendered, "NodeSet"))]
+    assert len(nodes) > 1
+    assert all(n["sssdConfSecretRefName"] == "sssd-config" and n["sssdLdapCAConfigMapRefName"] == "ldap-ca" for n in nodes)
+
+
+def test_soperator4_with_ldap_tls_needs_the_ca_config_map():
+    raw = stack_config("staging-hanoi")
+    del raw["ldap"]["tls"]["caConfigMapName"]
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert "slurm-platform:ldap.tls.caConfigMapName: required with soperator 4.1.7 and tls.enabled" in str(error.value)
 
 
 # --- the upgrade path -----------------------------------------------------------------
@@ -232,7 +242,9 @@ def test_upgrading_1_14_10_to_4_1_7_keeps_the_data_and_the_munge_key():
     # 4.1.7 sizes workers per pool (nodePools[].slurmWorkers, default nodeCount) and refuses slurm.worker.size.
     slurm = copy.deepcopy(stack_config("prod-hanoi")["slurm"])
     del slurm["worker"]["size"]
-    after = run_stack("prod-hanoi", operators=operators, slurm=slurm)
+    ldap = copy.deepcopy(stack_config("prod-hanoi")["ldap"])
+    ldap["tls"]["caConfigMapName"] = "ldap-ca"  # 4.1.7's sssd sidecars take the CA from a ConfigMap
+    after = run_stack("prod-hanoi", operators=operators, slurm=slurm, ldap=ldap)
     kept = [*DATA, "munge-secret", *(r.name for r in before.resources if r.name.startswith("munge-key"))]
     assert len(kept) >= len(DATA) + 2
     for name in kept:
@@ -557,10 +569,11 @@ def test_load_balancers_drop_node_ports_where_the_cloud_reaches_pods(stack, clou
 
 
 def test_ldap_ca_reaches_the_clients_where_their_config_points():
-    """sssd.conf / nslcd.conf name the CA file; every pod that reads them has it (soperator 4.x mounts sssd-config whole)."""
+    """sssd.conf / nslcd.conf name the CA file; every pod that reads them has it: ca.crt of the TLS Secret, mounted by
+    reference (the program never reads that Secret, whose tls.key would otherwise sit in the state)."""
     hcm = parse_config(stack_config("prod-hcm"))
-    ca_volume = {"name": "ldap-ca", "secret": {"secretName": "sssd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}}
-    ca_mount = {"name": "ldap-ca", "mountPath": "/etc/sssd/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True}
+    ca_volume = {"name": "ldap-ca", "secret": {"secretName": "ldap-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    ca_mount = {"name": "ldap-ca", "mountPath": "/mnt/ldapCA/ca.crt", "subPath": "ca.crt", "readOnly": True}
     login = slinky.loginset(hcm)["spec"]
     assert ca_volume in login["template"]["spec"]["volumes"] and ca_mount in login["login"]["volumeMounts"]
     nodesets = [r.manifest for r in slinky.render(hcm) if r.manifest["kind"] == "NodeSet"]
@@ -572,12 +585,8 @@ def test_ldap_ca_reaches_the_clients_where_their_config_points():
     assert templates
     for template in templates:
         spec = template["spec"]
-        assert {"name": "ldap-ca", "secret": {"secretName": "nslcd-config", "items": [{"key": "ldap-ca.crt", "path": "ldap-ca.crt"}]}} in spec[
-            "volumes"
-        ]
-        assert {"name": "ldap-ca", "mountPath": "/etc/ldap-ca.crt", "subPath": "ldap-ca.crt", "readOnly": True} in spec["containers"][0][
-            "volumeMounts"
-        ]
+        assert {"name": "ldap-ca", "secret": {"secretName": "ldap-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in spec["volumes"]
+        assert {"name": "ldap-ca", "mountPath": "/etc/ldap-ca.crt", "subPath": "ca.crt", "readOnly": True} in spec["containers"][0]["volumeMounts"]
     raw["ldap"] = {}
     raw["environment"] = "staging"
     assert all("ldap-ca" not in str(t) for t in ack_templates(ack.slurm_cluster_manifest(parse_config(raw))))

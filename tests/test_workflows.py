@@ -611,23 +611,27 @@ PREVIEW_ACCESS = ROOT / "ci" / "preview-access.yaml"
 PREVIEW_USER = "system:serviceaccount:ci:pulumi-preview"
 
 
-def test_the_preview_role_names_no_subresource_and_the_policy_covers_every_one():
+def test_the_preview_role_names_no_subresource_secret_admission_or_rbac_write_and_the_policy_covers_every_one():
     """The file docs/ci.md has an admin apply (tests/test_kube_preview_access.py runs it on an API server)."""
     documents = [document for document in yaml.safe_load_all(PREVIEW_ACCESS.read_text()) if document]
     roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
-    assert set(roles) == {"pulumi-preview", "pulumi-preview-secrets"}
-    for name, role in roles.items():
-        for rule in role["rules"]:
-            assert "*" not in rule["apiGroups"] and "*" not in rule["verbs"], (name, rule)
-            assert not [resource for resource in rule["resources"] if "/" in resource], (name, rule)
-            assert not {"delete", "deletecollection", "impersonate"} & set(rule["verbs"]), (name, rule)
-            if "*" in rule["resources"]:
-                # Only the operators' own API groups, which serve no pods, tokens or evictions.
-                assert all("." in group and not group.endswith(".k8s.io") for group in rule["apiGroups"]), rule
-            if "secrets" in rule["resources"]:
-                assert name == "pulumi-preview-secrets"
+    assert set(roles) == {"pulumi-preview"}
+    for rule in roles["pulumi-preview"]["rules"]:
+        assert "*" not in rule["apiGroups"] and "*" not in rule["verbs"], rule
+        assert not [resource for resource in rule["resources"] if "/" in resource], rule
+        # escalate and bind would let a dry run's role become a real grant once the policy is gone.
+        assert not {"delete", "deletecollection", "impersonate", "escalate", "bind"} & set(rule["verbs"]), rule
+        if "*" in rule["resources"]:
+            # Only the operators' own API groups, which serve no pods, tokens, evictions or Secrets.
+            assert all("." in group and not group.endswith(".k8s.io") for group in rule["apiGroups"]), rule
+        # A dry-run patch of a Secret answers with the whole Secret.
+        assert "secrets" not in rule["resources"], rule
+        # No admission policy runs on admission policies or their bindings, and a role or binding is a grant:
+        # the account may only read them.
+        if {"admissionregistration.k8s.io", "rbac.authorization.k8s.io"} & set(rule["apiGroups"]):
+            assert set(rule["verbs"]) == {"get", "list", "watch"}, rule
     cluster_bindings = [d for d in documents if d["kind"] == "ClusterRoleBinding"]
-    assert [b["roleRef"]["name"] for b in cluster_bindings] == ["pulumi-preview"]  # Secrets: per namespace only
+    assert [b["roleRef"]["name"] for b in cluster_bindings] == ["pulumi-preview"]
     (policy,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicy"]
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["*/*"] and rule["operations"] == ["*"] and rule["apiGroups"] == ["*"]

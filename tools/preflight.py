@@ -14,8 +14,8 @@ What the stack needs comes from the program itself, run under the SDK's mocks
 - storage: the StorageClass it names exists, or the CSI driver of the one it declares;
 - CRDs: every custom object whose CRD no chart of this stack installs (the object waits for no
   chart) has its CRD installed, at a served version;
-- objects it reads (the LDAP TLS Secret) and adopts (claims made by hand) exist; the Secrets it reads
-  but does not make hold the keys their readers need (and ACK's slurmdbd.conf, with tenants, PrivateData);
+- objects it reads and adopts (claims made by hand) exist; the Secrets its pods mount
+  but it does not make (the LDAP TLS Secret) hold the keys their readers need (and ACK's slurmdbd.conf, with tenants, PrivateData);
 - collisions: no object it declares already exists unless Pulumi made it (server-side apply would
   take it over silently), and no chart it installs is already a Helm release (a portal's);
 - access: the credentials may create and patch every kind it declares, where it declares it.
@@ -426,8 +426,8 @@ def read_secrets(config: PlatformConfig) -> list[ReadSecret]:
     found = []
     tls = config.ldap.tls
     if config.ldap.enabled and tls.enabled and tls.secret_name:
-        # The program copies ca.crt to the clients (components/identity/directory.py); the server loads all three
-        # (LDAP_TLS_*_FILE in components/identity/server.py).
+        # The clients mount ca.crt (components/slurm/common.py ldap_ca_files); the server loads all three
+        # (LDAP_TLS_*_FILE in components/identity/server.py). The program itself never reads it.
         keys = ("tls.crt", "tls.key", TLS_CA_KEY)
         found.append(ReadSecret(namespace, tls.secret_name, "ldap.tls.secretName", keys, "the LDAP server and its clients"))
     accounting = config.slurm.accounting

@@ -15,7 +15,14 @@ from .tenants import PosixName
 
 class LdapTls(Model):
     enabled: bool = Field(False, description="Serve LDAPS and StartTLS with the certificate of secretName, and refuse cleartext binds.")
-    secret_name: Optional[DnsSubdomain] = Field(None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt.")
+    secret_name: Optional[DnsSubdomain] = Field(
+        None, description="kubernetes.io/tls Secret with tls.crt, tls.key, ca.crt; mounted by the pods that use it, never read by the program."
+    )
+    ca_config_map_name: Optional[DnsSubdomain] = Field(
+        None,
+        description="ConfigMap with secretName's CA as key ca.crt (e.g. trust-manager's Bundle of it), for soperator 4.1.7, "
+        "whose sssd sidecars mount a CA only from a ConfigMap; the other operators mount secretName's ca.crt.",
+    )
 
 
 # phpLDAPadmin (issue 31): its image, osixia/phpldapadmin 0.9.0, last built in 2020, served the server's own TLS

@@ -47,12 +47,6 @@ def cross_field_problems(config: PlatformConfig) -> Iterator[Problem]:
         yield Problem(("ldap", "displayNames", user), f"names a user no tenant lists (tenants[].users: {known}); add it to a tenant's users", user)
     if ldap.enabled and ldap.tls.enabled and not ldap.tls.secret_name:
         yield Problem(("ldap", "tls", "secretName"), "required when tls.enabled is true (a kubernetes.io/tls Secret with ca.crt)")
-    if ldap.enabled and ldap.tls.enabled and config.render_only:
-        yield Problem(
-            ("ldap", "tls", "enabled"),
-            "needs a cluster: the clients' CA is read from the TLS Secret, and kubernetes.renderYamlToDirectory has none",
-            True,
-        )
     if ldap.enabled and config.environment == "prod" and not ldap.tls.enabled:
         # sssd and nslcd send the read-only bind password on every connection.
         yield Problem(

@@ -71,6 +71,14 @@ def problems(config: PlatformConfig) -> Iterator[Problem]:
             f"only the first step of the 1.14.10 -> 4.1.7 upgrade sets it (with version 1.14.10); with version {version}, remove it",
             crds_version,
         )
+    tls = config.ldap.tls
+    if version == "4.1.7" and config.ldap.enabled and tls.enabled and not tls.ca_config_map_name:
+        yield Problem(
+            ("ldap", "tls", "caConfigMapName"),
+            "required with soperator 4.1.7 and tls.enabled: its sssd sidecars mount the directory's CA only from a ConfigMap "
+            "(sssdLdapCAConfigMapRefName); name one holding the CA of tls.secretName as key ca.crt, e.g. "
+            f"kubectl -n {config.cluster.namespace} create configmap ldap-ca --from-file=ca.crt=<the CA's PEM file>",
+        )
     if version == "1.14.10" and config.tenants:
         yield Problem(
             ("tenants",),

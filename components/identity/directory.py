@@ -15,7 +15,6 @@ from .clients import ldap_conf, nslcd_conf, sssd_conf
 from .entries import acl_init_script, seed_ldif, ssha512
 from .names import (
     APP_LABELS,
-    CLIENT_CA_KEY,
     CLIENT_CONFIGMAP,
     INIT_CONFIGMAP,
     NSLCD_SECRET,
@@ -29,13 +28,7 @@ from .names import (
 )
 from .reconciler import declared, reconciler_configmap, reconciler_job
 from .schema import SCHEMA_FILE, schema_ldif
-from .server import ca_from_tls_data, ldap_service, ldap_statefulset
-
-
-def tls_ca(name: str, ldap: LdapConfig, namespace: str, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
-    """The CA of the existing TLS Secret, read from the cluster (the read keeps it a Pulumi secret)."""
-    tls = k8s.core.v1.Secret.get(f"{name}-tls", f"{namespace}/{ldap.tls.secret_name}", opts=opts)
-    return tls.data.apply(lambda data: ca_from_tls_data(data, ldap.tls.secret_name))
+from .server import ldap_service, ldap_statefulset
 
 
 def _meta(manifest: dict[str, Any]) -> k8s.meta.v1.ObjectMetaArgs:
@@ -117,18 +110,16 @@ class LdapDirectory(pulumi.ComponentResource):
             data={"ldap.conf": ldap_conf(ldap, namespace)},
             opts=child,
         )
-        # With TLS, the server's CA travels with the client configs (read from the TLS Secret).
-        ca: dict[str, Any] = {CLIENT_CA_KEY: tls_ca(name, ldap, namespace, child)} if ldap.tls.enabled else {}
         k8s.core.v1.Secret(
             f"{name}-sssd-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SSSD_SECRET, namespace=namespace, labels=APP_LABELS),
-            string_data={"sssd.conf": readonly_password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw)), **ca},
+            string_data={"sssd.conf": readonly_password.result.apply(lambda pw: sssd_conf(ldap, namespace, pw))},
             opts=secret_data,
         )
         k8s.core.v1.Secret(
             f"{name}-nslcd-config",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NSLCD_SECRET, namespace=namespace, labels=APP_LABELS),
-            string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw)), **ca},
+            string_data={"nslcd.conf": readonly_password.result.apply(lambda pw: nslcd_conf(ldap, namespace, pw))},
             opts=secret_data,
         )
         self.uri = pulumi.Output.from_input(ldap_uri(ldap, namespace))

@@ -22,13 +22,13 @@ CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT = 1389, 1636
 APP_LABELS = {"app.kubernetes.io/name": "openldap", "app.kubernetes.io/part-of": "slurm-platform"}
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
 # With TLS, the clients trust the CA of the server's TLS Secret (ca.crt), not the system
-# bundle (a private CA is never in it): the program copies it into sssd-config and
-# nslcd-config under this key. soperator 4.x mounts sssd-config whole at /etc/sssd;
-# Slinky and ACK pods mount the key at these paths (components/slurm/).
-CLIENT_CA_KEY = "ldap-ca.crt"
-SSSD_CA_FILE = f"/etc/sssd/{CLIENT_CA_KEY}"
-NSLCD_CA_FILE = f"/etc/{CLIENT_CA_KEY}"
+# bundle (a private CA is never in it). The program never reads that Secret (its tls.key
+# would sit in the state): Slinky and ACK pods mount its ca.crt at these paths
+# (components/slurm/common.py ldap_ca_files); soperator 4.1.7's sssd sidecars mount
+# ldap.tls.caConfigMapName at /mnt/ldapCA (its sssdLdapCAConfigMapRefName), the same file.
 TLS_CA_KEY = "ca.crt"
+SSSD_CA_FILE = f"/mnt/ldapCA/{TLS_CA_KEY}"
+NSLCD_CA_FILE = "/etc/ldap-ca.crt"
 # What the reconciler and sshd use.
 RECONCILER_CONFIGMAP = "ldap-reconciler"
 RECONCILER_JOB_PREFIX = "ldap-reconcile"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..config import LdapConfig
@@ -19,7 +17,6 @@ from .names import (
     SECRET_NAME,
     SEED_SECRET,
     SERVICE_NAME,
-    TLS_CA_KEY,
 )
 from .schema import SCHEMA_FILE, add_schema_script
 
@@ -155,14 +152,3 @@ def ldap_service(ldap: LdapConfig, namespace: str) -> dict[str, Any]:
         "metadata": {"name": SERVICE_NAME, "namespace": namespace, "labels": APP_LABELS, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {"type": "ClusterIP", "selector": APP_LABELS, "ports": ports},
     }
-
-
-def ca_from_tls_data(data: Optional[Mapping[str, str]], secret_name: Optional[str]) -> str:
-    """The PEM CA of a kubernetes.io/tls Secret's data (base64 values); an error naming the Secret without one."""
-    encoded = (data or {}).get(TLS_CA_KEY)
-    if not encoded:
-        raise ValueError(
-            f"Secret {secret_name} (ldap.tls.secretName) has no {TLS_CA_KEY}: sssd and nslcd need the CA that signed "
-            f"the server certificate; add it as key {TLS_CA_KEY} (cert-manager Certificates issued by a CA Issuer carry it)"
-        )
-    return base64.b64decode(encoded).decode()

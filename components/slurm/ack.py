@@ -288,7 +288,7 @@ def volumes(config: PlatformConfig, with_slurmdbd_conf: bool) -> tuple[list[dict
         pod_volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": settings.home.claim_name}})
         mounts.append({"name": "home", "mountPath": HOME})
     shared_volumes, shared_mounts = submount_volumes(config)
-    ca_volumes, ca_mounts = ldap_ca_files(config, NSLCD_SECRET, NSLCD_CA_FILE)
+    ca_volumes, ca_mounts = ldap_ca_files(config, NSLCD_CA_FILE)
     return pod_volumes + shared_volumes + ca_volumes, mounts + shared_mounts + ca_mounts
 
 
@@ -479,7 +479,7 @@ def login_deployment(config: PlatformConfig) -> dict[str, Any]:
         }
         pod_volumes.append(sssd)
         mounts.append({"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True})
-        ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+        ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_CA_FILE)
         pod_volumes, mounts = pod_volumes + ca_volumes, mounts + ca_mounts
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from slurm_rules import kube_rules, slurm_options
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
-from ..identity.names import CLIENT_CA_KEY
+from ..identity.names import TLS_CA_KEY
 from . import ReadyWhen, Rendered
 
 SSHD_PORT = 22
@@ -399,13 +399,14 @@ def login_service_spec(config: PlatformConfig) -> dict[str, Any]:
     return spec
 
 
-def ldap_ca_files(config: PlatformConfig, secret: str, path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, volumeMounts) that put the LDAP server's CA (copied into the client config Secret
-    `secret` by ldap.py) at `path`, where sssd.conf / nslcd.conf point; nothing without TLS."""
-    if not (config.ldap.enabled and config.ldap.tls.enabled):
+def ldap_ca_files(config: PlatformConfig, path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) that put the LDAP server's CA, ca.crt of its TLS Secret mounted by reference
+    (the program never reads the Secret), at `path`, where sssd.conf / nslcd.conf point; nothing without TLS."""
+    tls = config.ldap.tls
+    if not (config.ldap.enabled and tls.enabled):
         return [], []
-    volume = {"name": "ldap-ca", "secret": {"secretName": secret, "items": [{"key": CLIENT_CA_KEY, "path": CLIENT_CA_KEY}]}}
-    return [volume], [{"name": "ldap-ca", "mountPath": path, "subPath": CLIENT_CA_KEY, "readOnly": True}]
+    volume = {"name": "ldap-ca", "secret": {"secretName": tls.secret_name, "items": [{"key": TLS_CA_KEY, "path": TLS_CA_KEY}]}}
+    return [volume], [{"name": "ldap-ca", "mountPath": path, "subPath": TLS_CA_KEY, "readOnly": True}]
 
 
 def submount_volumes(config: PlatformConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

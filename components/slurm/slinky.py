@@ -169,7 +169,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     reports nothing in 1.2.1."""
     worker = config.slurm.worker
     volumes, mounts = submount_volumes(config)
-    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_CA_FILE)
     volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     pod = worker_placement(config, pool)
     if volumes:
@@ -200,7 +200,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
 def loginset(config: PlatformConfig) -> dict[str, Any]:
     login = config.slurm.login
     volumes, mounts = submount_volumes(config)
-    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_SECRET, SSSD_CA_FILE)
+    ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_CA_FILE)
     volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     pod = system_placement(config)
     if volumes:

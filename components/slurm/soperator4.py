@@ -79,12 +79,15 @@ def populate_jail_image(config: PlatformConfig) -> str:
 
 
 def sssd(config: PlatformConfig) -> dict[str, Any]:
-    """LDAP users through the SSSD sidecar, with our sssd.conf Secret (key sssd.conf)."""
+    """LDAP users through the SSSD sidecar, with our sssd.conf Secret (key sssd.conf) and, with TLS, the directory's
+    CA from ldap.tls.caConfigMapName, which the sidecar mounts at /mnt/ldapCA (names.SSSD_CA_FILE)."""
     if not config.ldap.enabled:
         return {}
+    tls = config.ldap.tls
     return {
         "sssd": {"image": SSSD_IMAGE, "resources": {"cpu": "200m", "memory": "500Mi", "ephemeral-storage": "5Gi"}},
         "sssdConfSecretRefName": SSSD_SECRET,
+        **({"sssdLdapCAConfigMapRefName": tls.ca_config_map_name} if tls.enabled else {}),
     }
 
 
