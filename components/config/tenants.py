@@ -160,7 +160,7 @@ class TenantConfig(Model):
     namespace: bool = Field(
         False,
         description="Declare a namespace <name> for the tenant: Pod Security restricted, quotas of its GPUs and their share "
-        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, kube-*, "
+        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, ci, kube-*, "
         "the cluster's or an operator's namespace). Needed for kueueCells.",
     )
     kubernetes_groups: list[KubernetesGroup] = Field(
@@ -201,11 +201,19 @@ class TenantConfig(Model):
 # Loading
 
 
+# Namespaces the platform uses whatever the config says: Kubernetes' default, and `ci`, where the deploy and
+# preview identities live with their tokens (ci/preview-access.yaml): a tenant's Role there would hand them over.
+FIXED_RESERVED_NAMESPACES = {
+    "default": "Kubernetes' default namespace",
+    "ci": "the deploy and preview identities' namespace, holding their tokens (ci/preview-access.yaml)",
+}
+
+
 def reserved_namespaces(config: PlatformConfig) -> dict[str, str]:
     """Namespaces a tenant may not declare (besides kube-*), with their owner. Tenant names are
     unique, so no tenant's namespace is another's. The kubernetes provider adopts an existing
     Namespace on create, and deleting the tenant would then delete it with everything in it."""
-    reserved = {"default": "Kubernetes' default namespace", config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
+    reserved = {**FIXED_RESERVED_NAMESPACES, config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
     for key, field in OperatorsConfig.model_fields.items():
         chart = getattr(config.operators, key)
         how = "installed by this stack" if chart.install else "installed outside this stack"
