@@ -82,7 +82,7 @@ def test_tenant_namespaces_are_protected_and_kept_when_the_tenant_goes():
     assert all(r.protect and r.retain_on_delete for r in namespaces)
     # Its quotas and defaults are not data: they go with the tenant.
     kept = run.of_type("kubernetes:core/v1:ResourceQuota") + run.of_type("kubernetes:core/v1:LimitRange")
-    assert len(kept) == 3 and not any(r.protect or r.retain_on_delete for r in kept)
+    assert len(kept) == 4 and not any(r.protect or r.retain_on_delete for r in kept)
 
 
 # --- Slurm's root account, and the images' users and groups ---------------------------------------

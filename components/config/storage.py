@@ -138,3 +138,25 @@ def storage_problems(config: PlatformConfig) -> Iterator[Problem]:
         yield Problem(("storage", "submounts", index, "mountName"), "must be unique among submounts (defaults to name)", name)
     for index, path in duplicates([sub.mount_path for sub in submounts]):
         yield Problem(("storage", "submounts", index, "mountPath"), "is already used by another submount (after normalising)", path)
+
+
+def platform_storage_classes(config: PlatformConfig) -> dict[str, str]:
+    """The storage classes the platform's own volumes use (the jail, spools, MariaDB, LDAP), each with the key
+    that names it: a tenant's claims on them would fill the share those volumes live on."""
+    slurm = config.slurm
+    named: list[tuple[Optional[str], str, bool]] = [
+        (config.storage.storage_class.name, "storage.storageClass.name", True),
+        (slurm.worker.spool_storage_class_name, "slurm.worker.spoolStorageClassName", config.slurm_operator == "soperator"),
+        (
+            slurm.accounting.storage_class_name,
+            "slurm.accounting.storageClassName",
+            slurm.accounting.enabled and slurm.accounting.database == "mariadbOperator",
+        ),
+        (config.ldap.storage_class_name, "ldap.storageClassName", config.ldap.enabled),
+        (slurm.slinky.controller_storage_class_name, "slurm.slinky.controllerStorageClassName", config.slurm_operator == "slinky"),
+    ]
+    classes: dict[str, str] = {}
+    for name, key, used in named:
+        if name and used:
+            classes.setdefault(name, key)
+    return classes
