@@ -650,6 +650,7 @@ def test_the_stack_declares_the_tenants_and_exports_them():
     assert [j.inputs["metadata"]["name"] for j in jobs] == [f"{config.cluster.name}-tenants-{tenancy.tenants_hash(config)}"]
     assert {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")} == {
         f"{config.cluster.name}-slurm-system",
+        f"{config.cluster.name}-platform-operators",
         "slurm-prod",
         "slurm-test",
         "slurm-oppo",
