@@ -39,7 +39,13 @@ from .config import NodePoolConfig, PlatformConfig
 from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
 from .slurm import operator_module
-from .slurm.common import namespaces_named, tenant_namespace_names
+from .slurm.common import (
+    namespaces_named,
+    operator_priority_class,
+    operator_priority_class_name,
+    priority_class_policy,
+    tenant_namespace_names,
+)
 
 # startupapicheck is a post-install hook (see HELM_HOOKS).
 CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
@@ -135,7 +141,10 @@ def kueue_configuration(config: PlatformConfig) -> dict[str, Any]:
 
 def kueue_values(config: PlatformConfig) -> dict[str, Any]:
     # JSON is YAML: the chart puts the string into Kueue's ConfigMap as it is.
-    values = {"managerConfig": {"controllerManagerConfigYaml": json.dumps(kueue_configuration(config), indent=2)}}
+    values = {
+        "managerConfig": {"controllerManagerConfigYaml": json.dumps(kueue_configuration(config), indent=2)},
+        "controllerManager": {"manager": {"priorityClassName": operator_priority_class_name(config)}},
+    }
     return deep_merge(values, config.operators.kueue.values)
 
 
@@ -154,7 +163,8 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     if installs_cert_manager(config):
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
-        releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(CERT_MANAGER_VALUES, cm.values), repo=repo))
+        values = deep_merge(CERT_MANAGER_VALUES, {"global": {"priorityClassName": operator_priority_class_name(config)}})
+        releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(values, cm.values), repo=repo))
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator
         chart, repo = chart_source(gpu.repository, "gpu-operator")
@@ -202,6 +212,20 @@ def operator_namespaces(config: PlatformConfig, releases: list[ChartRelease]) ->
     cluster's: the platform declares that one, protected, because deleting it
     would delete the data volumes inside."""
     return list(dict.fromkeys(r.namespace for r in releases if r.namespace != config.cluster.namespace))
+
+
+def operator_priority(config: PlatformConfig, releases: list[ChartRelease]) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+    """The releases whose values name the operators' priority class, and (role, manifest) of that class and of
+    the policy admitting it only in those releases' namespaces (as Slurm's class only in the cluster's); none
+    when no release names it."""
+    class_name = operator_priority_class_name(config)
+    named = [release.key for release in releases if class_name in json.dumps(release.values)]
+    if not named:
+        return [], []
+    priority_class = operator_priority_class(config)
+    namespaces = sorted({release.namespace for release in releases if release.key in named})
+    policy, binding = priority_class_policy(class_name, [class_name], namespaces, priority_class["metadata"]["labels"])
+    return named, [("priority-class", priority_class), ("priority-policy", policy), ("priority-policy-binding", binding)]
 
 
 def rdma_pools(pools: list[NodePoolConfig]) -> list[NodePoolConfig]:
@@ -260,9 +284,12 @@ class Operators(pulumi.ComponentResource):
             )
             for namespace in operator_namespaces(config, releases)
         }
+        # The operators' class first: the charts whose pods name it wait for it.
+        named, priority_objects = operator_priority(config, releases)
+        priority = [declare(f"{name}-{role}", manifest, child_opts(self, opts)) for role, manifest in priority_objects]
         for release in releases:
             own_namespace = [namespaces[release.namespace]] if release.namespace in namespaces else []
-            waits_for = [*own_namespace, *(self.charts[key] for key in release.depends_on)]
+            waits_for = [*own_namespace, *(priority if release.key in named else []), *(self.charts[key] for key in release.depends_on)]
             self.charts[release.key] = k8s.helm.v4.Chart(
                 f"{name}-{release.key}",
                 chart=release.chart,

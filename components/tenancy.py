@@ -26,8 +26,10 @@ named after a hash of the tenants so that it runs again only when they change.
 On Kubernetes: PriorityClasses slurm-prod/test/oppo for workloads beside Slurm,
 and per tenant (when asked) a namespace safe to hand to the tenant: Pod Security
 `restricted` enforced, a policy for what that leaves open (inline CSI volumes,
-spec.nodeName, any priority class but the tenant ones), quotas of its GPUs and
-their share of the nodes' cpu and memory, and defaults for pods that ask nothing.
+spec.nodeName, any priority class but the tenant ones), a policy keeping its pods
+on its own nodes (never the system pool), quotas of its GPUs and their share of the
+nodes' cpu and memory, of its pods and of its claims per storage class (none on the
+platform's own classes unless granted), and defaults and minimums for containers.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import pulumi
 from slurm_rules import cell_fit, kube_rules
 
 from . import child_opts
-from .config import NodePoolConfig, PlatformConfig, TenantConfig, quantity_value
+from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_storage_classes, quantity_value
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import (
@@ -90,6 +92,8 @@ POD_SECURITY_LABELS = {
 }
 # What a container that asks nothing requests (a quota on requests refuses pods without them).
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+# The least a container may request (and limit): pods of 1m would cost the compute quota nothing.
+MIN_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
 
 
 def qos_names(tenant: TenantConfig) -> list[str]:
@@ -507,6 +511,81 @@ def tenant_pod_policy(config: PlatformConfig) -> list[Rendered]:
     return [Rendered("pod-policy", policy), Rendered("pod-policy-binding", binding)]
 
 
+def tenant_node_labels(config: PlatformConfig, tenant: TenantConfig) -> list[dict[str, str]]:
+    """The node labels of each place the tenant's pods may run: with Kueue, its flavors' nodeLabels (every GPU pool's
+    Kueue nodes, which Kueue sets on the pods it admits); without, the selectors of its cells' pools."""
+    if config.operators.kueue.enabled:
+        return [{**pool.selector, **pool.kueue_node_labels} for pool in config.gpu_pools]
+    return [dict(pool.selector) for pool in config.gpu_pools if pool.name in tenant.pools]
+
+
+# CEL over a pod: its required node affinity's every term pins each label of one of variables.pools to its value.
+PINNED_BY_AFFINITY = (
+    "has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity)"
+    " && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)"
+    " && object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t,"
+    " variables.pools.exists(p, p.all(k, has(t.matchExpressions)"
+    " && t.matchExpressions.exists(e, e.key == k && e.operator == 'In' && e.values.all(v, v == p[k])))))"
+)
+
+
+def tenant_placement_policy(config: PlatformConfig) -> list[Rendered]:
+    """A tenant namespace's pods run only on the nodes meant for its tenant (tenant_node_labels), by admission:
+    the Slurm workers' anti-affinity keeps them off the workers, but nothing else keeps them off the system pool,
+    where slurmctld, slurmdbd, login, LDAP, MariaDB and the operators run. A pod selects all the labels of one
+    place by spec.nodeSelector, or by required node affinity in every term. A pod held by a scheduling gate is
+    admitted as it is (Kueue gates the pods it manages, then sets its flavor's labels when it lifts the gate),
+    and the update that lifts the last gate is checked like a new pod: the scheduler never sees a pod unchecked."""
+    tenants = [tenant for tenant in config.tenants if tenant.namespace]
+    places = {tenant.name: tenant_node_labels(config, tenant) for tenant in tenants}
+    described = {name: " or ".join(json.dumps(labels, sort_keys=True) for labels in sets) or "(none)" for name, sets in places.items()}
+    gates = "has({0}.spec.schedulingGates) && size({0}.spec.schedulingGates) > 0"
+    variables = [
+        {"name": "pools", "expression": f"{json.dumps(places)}[namespaceObject.metadata.name]"},
+        {"name": "gated", "expression": gates.format("object")},
+        {"name": "wasGated", "expression": f"request.operation == 'UPDATE' && {gates.format('oldObject')}"},
+        {
+            "name": "selected",
+            "expression": "has(object.spec.nodeSelector) && variables.pools.exists(p, p.all(k, k in object.spec.nodeSelector"
+            " && object.spec.nodeSelector[k] == p[k]))",
+        },
+    ]
+    message = "a tenant namespace's pods run on its tenant's nodes only: spec.nodeSelector (or required node affinity) must select them"
+    validations = [
+        {
+            "expression": "variables.gated || (request.operation == 'UPDATE' && !variables.wasGated) || variables.selected"
+            f" || ({PINNED_BY_AFFINITY})",
+            "message": message,
+            "messageExpression": f"{json.dumps(message + '; in ')} + namespaceObject.metadata.name + {json.dumps(', all the labels of ')}"
+            f" + {json.dumps(described)}[namespaceObject.metadata.name]",
+        }
+    ]
+    policy, binding = admission_policy("slurm-tenant-placement", "pods", validations, list(places), LABELS, operations=("CREATE", "UPDATE"))
+    policy["spec"]["variables"] = variables
+    return [Rendered("placement-policy", policy), Rendered("placement-policy-binding", binding)]
+
+
+def tenant_bounds(config: PlatformConfig, tenant: TenantConfig) -> Rendered:
+    """A ResourceQuota of the pods its namespace holds (many tiny pods would use up the nodes' max-pods) and of its
+    claims per storage class: none on the platform's own classes (the share holding every user's jail, MariaDB and
+    LDAP) unless its `storage` grants some, and what `storage` says on any other class it lists."""
+    hard = {"pods": str(tenant.max_pods)}
+    for storage_class in dict.fromkeys([*platform_storage_classes(config), *tenant.storage]):
+        grant = tenant.storage.get(storage_class)
+        prefix = f"{storage_class}.storageclass.storage.k8s.io"
+        hard[f"{prefix}/requests.storage"] = grant.size if grant else "0"
+        hard[f"{prefix}/persistentvolumeclaims"] = str(grant.claims) if grant else "0"
+    return Rendered(
+        f"{tenant.name}-bounds-quota",
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "pods-and-storage", "namespace": tenant.name, "labels": LABELS},
+            "spec": {"hard": hard},
+        },
+    )
+
+
 def tenant_service_policy(config: PlatformConfig) -> list[Rendered]:
     """A tenant's Services stay inside the cluster: ClusterIP only (a LoadBalancer or NodePort would expose its
     pods beyond the cluster's network), and no externalIPs, which capture traffic the whole cluster sends to
@@ -641,10 +720,11 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                     "apiVersion": "v1",
                     "kind": "LimitRange",
                     "metadata": {"name": "container-defaults", **metadata},
-                    # A container that asks nothing gets these, so the quota above admits it.
-                    "spec": {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS}]},
+                    # A container that asks nothing gets these, so the quota above admits it; none asks less than min.
+                    "spec": {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS, "min": MIN_REQUESTS}]},
                 },
             ),
+            tenant_bounds(config, tenant),
         ]
         rendered += tenant_access(tenant)
     return rendered
@@ -660,6 +740,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         *tenant_priority_policy(config),
         *(tenant_pod_policy(config) + tenant_service_policy(config) if tenant_namespace_names(config) else []),
         *(tenant_gpu_device_policy(config) if tenant_namespace_names(config) else []),
+        *(tenant_placement_policy(config) if tenant_namespace_names(config) else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),

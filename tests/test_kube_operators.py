@@ -13,6 +13,7 @@ playing each operator, reports Slurm ready on their status.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import subprocess
 import time
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 from components import kueue, tenancy
-from components.config import parse_config
+from components.config import parse_config, platform_storage_classes
 from components.slurm import ack, operator_module
 from components.slurm.common import WAIT_FOR_ANNOTATION, system_priority_class_name, worker_anti_affinity, worker_placement
 from scripts.kwok_nodes import pool_nodes
@@ -176,13 +177,19 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
         wait_until(f"ServiceAccount {namespace}/default", partial(cluster.get, "serviceaccount", "default", namespace))
     cluster.apply(manifests)
     try:
+        # A tenant namespace's pods select the tenant's nodes (slurm-tenant-placement).
+        (tenant_nodes,) = tenancy.tenant_node_labels(config, config.tenants[1])
 
         def admitted(namespace: str, priority_class: str | None) -> subprocess.CompletedProcess:
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": "probe", "namespace": namespace},
-                "spec": {"containers": [{"name": "probe", "image": "busybox"}], **({"priorityClassName": priority_class} if priority_class else {})},
+                "spec": {
+                    "containers": [{"name": "probe", "image": "busybox"}],
+                    **({"priorityClassName": priority_class} if priority_class else {}),
+                    **({"nodeSelector": tenant_nodes} if namespace == tenant_namespace else {}),
+                },
             }
             return cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, stdin=json.dumps(pod))
 
@@ -241,8 +248,17 @@ RESTRICTED_CONTAINER: dict[str, Any] = {
 RESTRICTED_POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
 
 
+@functools.cache
+def tenant_nodes() -> dict[str, str]:
+    """The labels of prod-hoalac's Kueue nodes, which Kueue sets on vision's pods when it admits them."""
+    config = parse_config(stack_config("prod-hoalac"))
+    (labels,) = tenancy.tenant_node_labels(config, next(t for t in config.tenants if t.name == "vision"))
+    return labels
+
+
 def tenant_pod(namespace: str, name: str = "probe", gpus: int = 0, **spec: Any) -> dict[str, Any]:
-    """A restricted-compliant pod in a tenant namespace naming its LocalQueue; `spec` adds or replaces fields."""
+    """A restricted-compliant pod in a tenant namespace naming its LocalQueue, on the tenant's nodes as Kueue places
+    it; `spec` adds or replaces fields."""
     container = copy.deepcopy(RESTRICTED_CONTAINER)
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"cpu": "8", "memory": "64Gi"}}
@@ -253,6 +269,7 @@ def tenant_pod(namespace: str, name: str = "probe", gpus: int = 0, **spec: Any) 
         "spec": {
             "securityContext": dict(RESTRICTED_POD_SECURITY),
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": dict(tenant_nodes()),
             "containers": [container],
             **spec,
         },
@@ -265,10 +282,12 @@ def with_container(pod: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return pod
 
 
-def tenant_stack() -> tuple[Any, list[dict[str, Any]]]:
-    """prod-hoalac (soperator 4.1.7, Kueue, tenant vision with a namespace): every object that decides
-    what a tenant namespace admits, and the cluster's priority class and its policies."""
-    config = parse_config(stack_config("prod-hoalac"))
+def tenant_stack(**vision: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """prod-hoalac (soperator 4.1.7, Kueue, tenant vision with a namespace, `vision` set on it): every object that
+    decides what a tenant namespace admits, and the cluster's priority class and its policies."""
+    raw = copy.deepcopy(stack_config("prod-hoalac"))
+    next(t for t in raw["tenants"] if t["name"] == "vision").update(vision)
+    config = parse_config(raw)
     kinds = (
         "Namespace",
         "ResourceQuota",
@@ -289,7 +308,7 @@ def wait_for_quotas(cluster: LocalCluster, namespace: str) -> None:
     def counted(quota: str) -> Any:
         return (cluster.get("resourcequota", quota, namespace) or {}).get("status", {}).get("hard")
 
-    for quota in ("gpu-guarantee", "compute-share"):
+    for quota in ("gpu-guarantee", "compute-share", "pods-and-storage"):
         wait_until(f"quota {namespace}/{quota}", partial(counted, quota))
 
 
@@ -486,6 +505,82 @@ def test_a_tenant_namespace_refuses_pods_and_templates_that_pick_their_own_gpus(
             assert result.returncode == 0, (case, result.stderr)
     finally:
         for manifest in [*manifests, runtime_class]:
+            if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange"):
+                cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
+
+
+def test_a_tenant_namespace_confines_its_pods_to_its_nodes_counts_them_and_keeps_off_the_platforms_storage(cluster):
+    """slurm-tenant-placement, the pods-and-storage quota and the LimitRange's min (components/tenancy.py), run by a
+    real API server: a pod that does not select the tenant's nodes (or selects the system pool's) is refused, by
+    selector or by node affinity, and the update lifting a scheduling gate is checked like a new pod; the pod
+    past maxPods, a container below the minimum and a claim on the platform's classes are refused."""
+    config, manifests = tenant_stack(maxPods=2, storage={"xplat-nfs": {"size": "10Gi", "claims": 1}})
+    tenant = "vision"
+    (system,) = [pool.selector for pool in config.node_pools if not pool.has_gpu]
+    rwx = config.storage.storage_class.name
+    if cluster.get("namespace", config.cluster.namespace) is None:
+        cluster.kubectl("create", "namespace", config.cluster.namespace)
+    cluster.apply(manifests)
+
+    def create(manifest: dict[str, Any], *extra: str) -> subprocess.CompletedProcess:
+        return cluster.kubectl("create", *extra, "-f", "-", check=False, stdin=json.dumps(manifest))
+
+    def refused(result: subprocess.CompletedProcess, reason: str) -> bool:
+        return result.returncode != 0 and reason in result.stderr
+
+    def affinity(*terms: dict[str, str]) -> dict[str, Any]:
+        selector_terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in term.items()]} for term in terms]
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": selector_terms}}}
+
+    placement = "ValidatingAdmissionPolicy 'slurm-tenant-placement'"
+    gated = tenant_pod(tenant, "gated", schedulingGates=[{"name": "kueue.x-k8s.io/admission"}], nodeSelector={})
+    try:
+        wait_until(f"ServiceAccount {tenant}/default", partial(cluster.get, "serviceaccount", "default", tenant))
+        wait_for_quotas(cluster, tenant)
+        unplaced = tenant_pod(tenant, nodeSelector={})
+        wait_until("the placement policy", lambda: create(unplaced, "--dry-run=server").returncode != 0, timeout=60)
+        assert refused(create(unplaced, "--dry-run=server"), placement), create(unplaced, "--dry-run=server").stderr
+        for case, pod, admitted in (
+            ("its nodes by nodeSelector", tenant_pod(tenant), True),
+            ("its nodes by node affinity", tenant_pod(tenant, nodeSelector={}, affinity=affinity(tenant_nodes())), True),
+            ("the system pool", tenant_pod(tenant, nodeSelector=dict(system)), False),
+            ("part of its labels only", tenant_pod(tenant, nodeSelector=dict(list(tenant_nodes().items())[:1])), False),
+            ("a second affinity term elsewhere", tenant_pod(tenant, nodeSelector={}, affinity=affinity(tenant_nodes(), system)), False),
+        ):
+            result = create(pod, "--dry-run=server")
+            assert (result.returncode == 0) is admitted and (admitted or placement in result.stderr), (case, result.stderr)
+        # Held by a gate (as Kueue holds the pods it manages), a pod waits unplaced; lifting the gate places it or is refused.
+        assert create(gated).returncode == 0, create(gated).stderr
+        ungate = cluster.kubectl(
+            "patch", "pod", "gated", "-n", tenant, "--type=json", "-p", '[{"op":"remove","path":"/spec/schedulingGates"}]', check=False
+        )
+        assert refused(ungate, placement), ungate.stderr
+        place = json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}, {"op": "add", "path": "/spec/nodeSelector", "value": tenant_nodes()}])
+        placed = cluster.kubectl("patch", "pod", "gated", "-n", tenant, "--type=json", "-p", place, check=False)
+        assert placed.returncode == 0, placed.stderr
+        # maxPods: 2 (the gated pod is one).
+        assert create(tenant_pod(tenant, "second")).returncode == 0
+        over = "exceeded quota: pods-and-storage"
+        assert refused(create(tenant_pod(tenant, "third"), "--dry-run=server"), over)
+        tiny = with_container(tenant_pod(tenant), resources={"requests": {"cpu": "1m", "memory": "1Mi"}})
+        assert refused(create(tiny, "--dry-run=server"), "minimum cpu usage per Container is 10m")
+
+        def claim(storage_class: str, size: str) -> dict[str, Any]:
+            spec = {"storageClassName": storage_class, "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}
+            return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": tenant}, "spec": spec}
+
+        assert rwx in platform_storage_classes(config)
+        assert refused(create(claim(rwx, "1Gi"), "--dry-run=server"), over)
+        # The class granted: up to its size.
+        assert create(claim("xplat-nfs", "10Gi"), "--dry-run=server").returncode == 0
+        assert refused(create(claim("xplat-nfs", "11Gi"), "--dry-run=server"), over)
+        # A class the platform does not use stays the tenant's.
+        assert create(claim("scratch", "1Ti"), "--dry-run=server").returncode == 0
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", tenant, "--ignore-not-found", "--wait=false")
+        # Its maxPods and grant are this test's: the next one counts afresh under the stack's own.
+        cluster.kubectl("delete", "resourcequota", "pods-and-storage", "-n", tenant, "--ignore-not-found")
+        for manifest in manifests:
             if manifest["kind"] not in ("Namespace", "ResourceQuota", "LimitRange"):
                 cluster.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "--ignore-not-found")
 

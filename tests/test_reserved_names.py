@@ -44,6 +44,7 @@ def namespaces_we_do_not_own() -> list[tuple[str, str]]:
     assert len(operators) >= 7  # the loop below found every chart
     return [
         ("default", "Kubernetes' default"),
+        ("ci", "the deploy and preview identities', with their tokens"),
         ("kube-system", "Kubernetes'"),
         ("kube-public", "Kubernetes'"),
         ("kube-node-lease", "Kubernetes'"),
@@ -81,7 +82,7 @@ def test_tenant_namespaces_are_protected_and_kept_when_the_tenant_goes():
     assert all(r.protect and r.retain_on_delete for r in namespaces)
     # Its quotas and defaults are not data: they go with the tenant.
     kept = run.of_type("kubernetes:core/v1:ResourceQuota") + run.of_type("kubernetes:core/v1:LimitRange")
-    assert len(kept) == 3 and not any(r.protect or r.retain_on_delete for r in kept)
+    assert len(kept) == 4 and not any(r.protect or r.retain_on_delete for r in kept)
 
 
 # --- Slurm's root account, and the images' users and groups ---------------------------------------

@@ -15,7 +15,8 @@ from slurm_rules import kube_rules
 from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
 
 from components import tenancy
-from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, quantity_value
+from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, platform_storage_classes, quantity_value
+from components.config import tenants as tenancy_config
 from components.config.identity import derived_id
 from components.identity.entries import seed_ldif
 from components.platform import build_platform
@@ -538,7 +539,10 @@ def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_th
     # A container that asks nothing is given requests, so the quota does not refuse it.
     (limits,) = manifest_of(rendered, "LimitRange")
     assert limits["metadata"]["namespace"] == "team-b"
-    assert limits["spec"]["limits"] == [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}]
+    # ... and none may ask less than min: pods of 1m would cost the quota nothing.
+    assert limits["spec"]["limits"] == [
+        {"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}, "min": {"cpu": "10m", "memory": "16Mi"}}
+    ]
     # The policy for what restricted leaves open, bound to the tenant namespaces only.
     (policy,) = [p for p in manifest_of(rendered, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-pods"]
     assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
@@ -566,6 +570,68 @@ def test_tenant_pods_and_pod_templates_may_not_pick_gpus_runtimes_or_schedulers_
         for field in ("'NVIDIA_'", "runtimeClassName", "schedulerName == 'default-scheduler'", "c.env"):
             assert field in expressions, (name, field)
         assert "initContainers" in json.dumps(policy["spec"]["variables"]), name
+
+
+def bounds_of(config, tenant: str) -> dict[str, str]:
+    (quota,) = [q for q in manifest_of(tenancy.render(config), "ResourceQuota") if q["metadata"]["name"] == "pods-and-storage"]
+    assert quota["metadata"]["namespace"] == tenant
+    return quota["spec"]["hard"]
+
+
+@pytest.mark.parametrize("operator, stack", OPERATOR_STACKS.items())
+def test_a_tenant_namespace_counts_its_pods_and_holds_no_claim_on_the_platforms_classes(operator, stack):
+    """Every class the platform's own volumes use is closed to the tenant (0 bytes, 0 claims) on every operator."""
+    config = with_tenants(*two_teams(stack), stack=stack)
+    hard = bounds_of(config, "team-b")
+    assert hard["pods"] == str(tenancy_config.DEFAULT_TENANT_PODS)
+    classes = platform_storage_classes(config)
+    assert config.storage.storage_class.name in classes
+    for storage_class in classes:
+        prefix = f"{storage_class}.storageclass.storage.k8s.io"
+        assert hard[f"{prefix}/requests.storage"] == "0" and hard[f"{prefix}/persistentvolumeclaims"] == "0", (operator, storage_class)
+    assert len(hard) == 1 + 2 * len(classes)
+
+
+def test_a_tenants_pods_and_storage_grants_bound_its_namespace():
+    teams = two_teams(SOPERATOR_4)
+    rwx = parse_config(stack_config(SOPERATOR_4)).storage.storage_class.name
+    teams[1].update(maxPods=12, storage={rwx: {"size": "200Gi", "claims": 2}, "local-ssd": {"size": "1Ti", "claims": 8}})
+    hard = bounds_of(with_tenants(*teams), "team-b")
+    assert hard["pods"] == "12"
+    assert hard[f"{rwx}.storageclass.storage.k8s.io/requests.storage"] == "200Gi"
+    assert hard[f"{rwx}.storageclass.storage.k8s.io/persistentvolumeclaims"] == "2"
+    assert hard["local-ssd.storageclass.storage.k8s.io/requests.storage"] == "1Ti"
+    # Without a namespace there is nothing to bound: said, not ignored.
+    teams[1]["namespace"] = False
+    with pytest.raises(ConfigError) as caught:
+        with_tenants(*teams)
+    for key in ("maxPods", "storage"):
+        assert f"tenants[1].{key}: bounds the tenant's namespace, which the stack declares only with namespace: true" in str(caught.value)
+
+
+@pytest.mark.parametrize("kueue", [False, True], ids=["cells' pools", "Kueue's flavors"])
+def test_a_tenant_namespaces_pods_must_select_its_nodes_and_never_the_system_pool(kueue):
+    """The places slurm-tenant-placement admits: the cells' pools' selectors, or with Kueue its flavors' nodeLabels
+    (Kueue sets them on the pods it admits); never the system pool's labels."""
+    stack = "prod-hoalac"
+    config = parse_config(stack_config(stack))
+    if not kueue:
+        raw = copy.deepcopy(stack_config(stack))
+        raw["operators"]["kueue"] = {"enabled": False}
+        for tenant in raw["tenants"]:
+            tenant.pop("kueueCells", None)
+        config = parse_config(raw)
+    vision = next(t for t in config.tenants if t.name == "vision")
+    places = tenancy.tenant_node_labels(config, vision)
+    (pool,) = config.gpu_pools
+    assert places == [{**pool.selector, **pool.kueue_node_labels}] if kueue else [pool.selector]
+    (system,) = [p for p in config.node_pools if not p.has_gpu]
+    assert system.selector not in places
+    (policy,) = [p for p in manifest_of(tenancy.render(config), "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-placement"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["vision"]
+    (pools,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "pools"]
+    assert pools == json.dumps({"vision": places}) + "[namespaceObject.metadata.name]"
 
 
 def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level_and_node():
@@ -607,6 +673,7 @@ def test_the_stack_declares_the_tenants_and_exports_them():
     assert [j.inputs["metadata"]["name"] for j in jobs] == [f"{config.cluster.name}-tenants-{tenancy.tenants_hash(config)}"]
     assert {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")} == {
         f"{config.cluster.name}-slurm-system",
+        f"{config.cluster.name}-platform-operators",
         "slurm-prod",
         "slurm-test",
         "slurm-oppo",

@@ -25,7 +25,7 @@ from .pools import NodePoolConfig
 from .schema import json_schema
 from .slurm import PartitionConfig, login_lb_annotations
 from .source import load_config
-from .storage import StaticNfsVolume, StorageClassConfig
+from .storage import StaticNfsVolume, StorageClassConfig, platform_storage_classes
 from .tenants import POSIX_NAME_PATTERN, RESERVED_POSIX_NAMES, TenantConfig, reserved_namespaces
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "load_config",
     "login_lb_annotations",
     "parse_config",
+    "platform_storage_classes",
     "quantity_value",
     "refusal",
     "reserved_namespaces",

@@ -20,6 +20,7 @@ from .fields import (
     Problem,
     VolumeSize,
     duplicates,
+    key_path,
     matching,
 )
 from .slurm_operators import settings_of
@@ -157,3 +158,13 @@ def storage_problems(config: PlatformConfig) -> Iterator[Problem]:
         yield Problem(("storage", "submounts", index, "mountName"), "must be unique among submounts (defaults to name)", name)
     for index, path in duplicates([sub.mount_path for sub in submounts]):
         yield Problem(("storage", "submounts", index, "mountPath"), "is already used by another submount (after normalising)", path)
+
+
+def platform_storage_classes(config: PlatformConfig) -> dict[str, str]:
+    """The named storage classes the platform's own volumes use (the jail, spools, MariaDB, LDAP, the operator's
+    own), each with the key that names it: a tenant's claims on them would fill the share those volumes live on."""
+    classes: dict[str, str] = {}
+    for path, name in storage_classes_in_use(config):
+        if name:
+            classes.setdefault(name, key_path(path))
+    return classes

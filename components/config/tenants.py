@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 from slurm_rules import cell_fit
 
 from .charts import OperatorsConfig
-from .fields import DnsLabel, KubernetesGroup, Model, Problem, PublicKey, closest, duplicates, matching
+from .fields import DnsLabel, DnsSubdomain, KubernetesGroup, Model, Problem, PublicKey, VolumeSize, closest, duplicates, matching
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -128,6 +128,18 @@ class TenantCells(Model):
     cells: int = Field(..., ge=1, description="How many such cells the tenant is guaranteed.")
 
 
+# Pods a tenant namespace holds at once unless its maxPods says otherwise: enough for a multi-node job and its
+# helpers, far below what a few nodes' max-pods (110 each by default) and the pod network's addresses allow.
+DEFAULT_TENANT_PODS = 100
+
+
+class TenantStorage(Model):
+    """What a tenant namespace's claims may take of one storage class."""
+
+    size: VolumeSize = Field(..., description="The most its claims of the class may request together, e.g. 500Gi.")
+    claims: int = Field(..., ge=1, description="The most claims of the class it may hold at once.")
+
+
 class TenantConfig(Model):
     """A team sharing the GPU pools: a Slurm account with a guarantee, QOS levels, and an LDAP group."""
 
@@ -160,8 +172,20 @@ class TenantConfig(Model):
     namespace: bool = Field(
         False,
         description="Declare a namespace <name> for the tenant: Pod Security restricted, quotas of its GPUs and their share "
-        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, kube-*, "
+        "of the nodes' cpu and memory, no pod beside a Slurm worker (protected and retained on delete; not default, ci, kube-*, "
         "the cluster's or an operator's namespace). Needed for kueueCells.",
+    )
+    max_pods: int = Field(
+        DEFAULT_TENANT_PODS,
+        ge=1,
+        description="Pods its namespace may hold at once (its ResourceQuota's pods), whatever they request: many tiny pods would "
+        "otherwise use up the nodes' max-pods and the pod network's addresses. Needs namespace: true.",
+    )
+    storage: dict[DnsSubdomain, TenantStorage] = Field(
+        default_factory=dict,
+        description="Per storage class, what its namespace's claims may take ({size, claims}). The classes the platform's own "
+        "volumes use (the jail, spools, MariaDB, LDAP) are closed to it unless listed here; another class listed is bounded too. "
+        "Needs namespace: true.",
     )
     kubernetes_groups: list[KubernetesGroup] = Field(
         default_factory=list,
@@ -201,11 +225,19 @@ class TenantConfig(Model):
 # Loading
 
 
+# Namespaces the platform uses whatever the config says: Kubernetes' default, and `ci`, where the deploy and
+# preview identities live with their tokens (ci/preview-access.yaml): a tenant's Role there would hand them over.
+FIXED_RESERVED_NAMESPACES = {
+    "default": "Kubernetes' default namespace",
+    "ci": "the deploy and preview identities' namespace, holding their tokens (ci/preview-access.yaml)",
+}
+
+
 def reserved_namespaces(config: PlatformConfig) -> dict[str, str]:
     """Namespaces a tenant may not declare (besides kube-*), with their owner. Tenant names are
     unique, so no tenant's namespace is another's. The kubernetes provider adopts an existing
     Namespace on create, and deleting the tenant would then delete it with everything in it."""
-    reserved = {"default": "Kubernetes' default namespace", config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
+    reserved = {**FIXED_RESERVED_NAMESPACES, config.cluster.namespace: "cluster.namespace, the Slurm cluster's"}
     for key, field in OperatorsConfig.model_fields.items():
         chart = getattr(config.operators, key)
         how = "installed by this stack" if chart.install else "installed outside this stack"
@@ -273,6 +305,14 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
         for field, names in (("users", tenant.user_names), ("kubernetesGroups", tenant.kubernetes_groups)):
             for k, name in duplicates(list(names)):
                 yield Problem(("tenants", i, field, k), "is listed twice in this tenant", name)
+        for key in ("max_pods", "storage"):
+            if key in tenant.model_fields_set and not tenant.namespace:
+                alias = TenantConfig.model_fields[key].alias or to_camel(key)
+                yield Problem(
+                    ("tenants", i, alias),
+                    "bounds the tenant's namespace, which the stack declares only with namespace: true; add `namespace: true` or remove it",
+                    getattr(tenant, key) if key == "max_pods" else sorted(tenant.storage),
+                )
         if tenant.kubernetes_groups and not tenant.namespace:
             yield Problem(
                 ("tenants", i, "kubernetesGroups"),

@@ -242,6 +242,25 @@ def system_priority_class_name(config: PlatformConfig) -> str:
     return f"{config.cluster.name}-slurm-system"
 
 
+def operator_priority_class_name(config: PlatformConfig) -> str:
+    """The class of the operators' controllers and webhooks the stack installs, per cluster as the Slurm one."""
+    return f"{config.cluster.name}-platform-operators"
+
+
+def operator_priority_class(config: PlatformConfig) -> dict[str, Any]:
+    """At the Slurm pods' priority, above every tenant class: a tenant pod never preempts the controllers and
+    webhooks the platform runs on (Kueue's refuses every tenant Job while it is down); and, as Slurm's, it never
+    preempts anyone itself (Kubernetes' system-cluster-critical would evict a Slurm worker)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": operator_priority_class_name(config), "labels": {"app.kubernetes.io/managed-by": "slurm-platform"}},
+        "value": SYSTEM_PRIORITY,
+        "preemptionPolicy": "Never",
+        "description": f"Slurm cluster {config.cluster.name}: the operators' controllers and webhooks, above every tenant class (slurm-platform).",
+    }
+
+
 def priority_class_policy(name: str, classes: list[str], namespaces: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its binding: a pod naming one of `classes` is admitted only
     in `namespaces`, whoever creates it (a PriorityClass itself is usable from any namespace).

@@ -33,6 +33,7 @@ from .common import (
     no_live_login,
     no_removed_workers_warning,
     no_status_message,
+    operator_priority_class_name,
     partition_options,
     private_data,
     readiness_annotations,
@@ -315,7 +316,10 @@ def chart_releases(config: PlatformConfig, after: tuple[str, ...] = ()) -> list[
     crds_chart, crds_repo = chart_source(slinky.repository, "slurm-operator-crds")
     chart, repo = chart_source(slinky.repository, "slurm-operator")
     # The CRDs come from their own chart; webhook certificates from cert-manager.
-    values = deep_merge({"crds": {"enabled": False}, "certManager": {"enabled": True}}, slinky.values)
+    # priorityClassName: the operator's and the webhook's pods (its chart's one value for both).
+    values = deep_merge(
+        {"crds": {"enabled": False}, "certManager": {"enabled": True}, "priorityClassName": operator_priority_class_name(config)}, slinky.values
+    )
     return [
         ChartRelease(CRDS_RELEASE, crds_chart, slinky.version, slinky.namespace, repo=crds_repo),
         ChartRelease(OPERATOR_RELEASE, chart, slinky.version, slinky.namespace, values, repo=repo, depends_on=(CRDS_RELEASE, *after)),

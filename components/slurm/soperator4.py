@@ -202,6 +202,9 @@ def login_node(config: PlatformConfig) -> dict[str, Any]:
 def accounting_node(config: PlatformConfig) -> dict[str, Any]:
     node = soperator.accounting_node(config, image)
     node["priorityClass"] = system_priority_class_name(config)
+    if "mariadbOperator" in node:
+        # The MariaDB pod the operator makes for slurmdbd: 4.1.7's own field for it, else priority 0, below every tenant.
+        node["mariadbOperator"]["priorityClassName"] = system_priority_class_name(config)
     if node["enabled"] and (hidden := private_data(config)):
         # slurmdbd.conf's PrivateData (sacct, sacctmgr, sreport); slurm.conf's comes with customSlurmConfig.
         node["slurmdbdConfig"] = {"privateData": hidden}

@@ -92,7 +92,13 @@ NAME_LABEL = "kubernetes.io/metadata.name"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 POD_SECURITY_LEVEL = "restricted"
 TENANT_ROLE = "slurm-tenant"
-TENANT_ADMISSION_POLICIES = ("slurm-tenant-pods", "slurm-tenant-services", "slurm-tenant-priority-classes", "slurm-tenant-gpu-devices")
+TENANT_ADMISSION_POLICIES = (
+    "slurm-tenant-pods",
+    "slurm-tenant-services",
+    "slurm-tenant-priority-classes",
+    "slurm-tenant-gpu-devices",
+    "slurm-tenant-placement",
+)
 # The stack's tenant objects inside a tenant namespace: any one of them marks it, so dropping the Namespace's labels
 # does not hide it.
 TENANT_MARKERS = (ROLE, ROLE_BINDING, RESOURCE_QUOTA, LIMIT_RANGE)
