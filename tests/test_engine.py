@@ -36,7 +36,7 @@ def test_invalid_config_fails_preview_and_writes_nothing(ws):
         result = ws.pulumi("preview", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert 'slurm-platform:storage.jail.size: must be at least 40Gi: the jail holds a whole OS root filesystem; got "20Gi"' in output
+    assert 'slurm-platform:storage.jail.size: is less than a jail (a whole OS root filesystem) can be: at least 40Gi; got "20Gi"' in output
     assert "Traceback" not in output
     assert not (ws.project / "rendered").exists()
     checkpoint = json.loads(ws.state_file().read_text()) if ws.state_file().exists() else {}

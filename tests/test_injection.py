@@ -59,6 +59,7 @@ TENANT = {
     "namespace": True,
     "kubernetesGroups": ["oidc:team-a"],
     "priorities": ["prod", "test", "oppo"],
+    "storage": {"scratch-nfs": {"size": "10Gi", "claims": 1}},
 }
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "soperator 1.14.10": (
