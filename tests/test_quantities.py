@@ -64,12 +64,16 @@ def test_no_string_key_holding_a_quantity_lacks_a_dimension():
     assert checked > 40
 
 
-def _path(field: StringField) -> str:
-    return path_text(tuple(0 if hop == ITEM else hop for hop in field.hops))
+def _path(field: StringField, raw: dict[str, Any]) -> str:
+    """The key path of `field` in `raw` as the refusal names it: a map's key is the one there (storage.scratch-nfs)."""
+    located = locate(raw, field)
+    assert located is not None, field
+    return path_text(located[0])
 
 
 def _refusal(base: str, field: StringField, value: Any) -> str:
-    line = line_at(with_value(base_config(base), field, value), _path(field))
+    changed = with_value(base_config(base), field, value)
+    line = line_at(changed, _path(field, changed))
     assert line is not None, f"{field}: {value!r} accepted"
     return line
 
@@ -107,11 +111,11 @@ BYTE_KEYS = [placed for placed in PLACED if placed[2].dimension is BYTES]
 def test_a_byte_quantity_without_a_unit_offers_the_unit_and_the_fix_line_fixes_it(base, field, quantity):
     number = plain_number(quantity_value(quantity.least) / 2**30 * 2) if quantity_value(quantity.least) >= 2**30 else "64"
     wrong = with_value(base_config(base), field, number)
-    line = line_at(wrong, _path(field))
+    line = line_at(wrong, _path(field, wrong))
     assert line is not None and f"did you mean {number}Gi?" in line, line
     (fix,) = fixes_in(line)
     assert fix.endswith(f" {number}Gi")
-    assert line_at(apply_fix(wrong, fix), _path(field)) is None
+    assert line_at(apply_fix(wrong, fix), _path(field, wrong)) is None
 
 
 @pytest.mark.parametrize(
