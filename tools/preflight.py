@@ -236,13 +236,19 @@ def _labels(node: dict[str, Any]) -> dict[str, str]:
     return (node.get("metadata") or {}).get("labels") or {}
 
 
+def carries(node: dict[str, Any], labels: dict[str, str]) -> bool:
+    """The node carries every one of `labels` (a pool's selector, its Kueue labels)."""
+    node_labels = _labels(node)
+    return all(node_labels.get(key) == value for key, value in labels.items())
+
+
 def node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> Iterator[Check]:
     """Per pool: its nodes exist (by name when it labels existing nodes, else by its selector) with
     the allocatable the pool declares (the fit checks and the workers' requests rest on it)."""
     by_name = {node["metadata"]["name"]: node for node in nodes}
     for i, pool in enumerate(config.node_pools):
         subject = f"node pool {pool.name}"
-        selector = ",".join(f"{key}={value}" for key, value in sorted(pool.selector.items()))
+        selector = _label_text(pool.selector)
         if pool.karpenter is not None:
             yield Check(subject, f"provisioned by its Karpenter NodePool ({pool.node_count} nodes as they are needed)")
             continue
@@ -258,7 +264,7 @@ def node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> Iterator
                 continue
             members = [by_name[name] for name in pool.label_existing_nodes]
         else:
-            members = [node for node in nodes if all(_labels(node).get(k) == v for k, v in pool.selector.items())]
+            members = [node for node in nodes if carries(node, pool.selector)]
             if len(members) < pool.node_count:
                 yield Check(
                     subject,
@@ -284,7 +290,7 @@ def node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> Iterator
 
 def pool_members(pool: NodePoolConfig, node: dict[str, Any]) -> bool:
     """The node is the pool's: it carries the pool's selector, or the pool labels it by name."""
-    return node["metadata"]["name"] in pool.label_existing_nodes or all(_labels(node).get(k) == v for k, v in pool.selector.items())
+    return node["metadata"]["name"] in pool.label_existing_nodes or carries(node, pool.selector)
 
 
 def _label_text(labels: dict[str, str]) -> str:
@@ -326,7 +332,7 @@ def kueue_node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> It
             continue  # a Karpenter pool's nodes come and go: its NodePool labels them
         labels = _label_text(pool.kueue_node_labels)
         members = [node for node in nodes if pool_members(pool, node)]
-        kueue = sorted(n["metadata"]["name"] for n in members if all(_labels(n).get(k) == v for k, v in pool.kueue_node_labels.items()))
+        kueue = sorted(n["metadata"]["name"] for n in members if carries(n, pool.kueue_node_labels))
         wanted = pool.node_count - pool.worker_replicas
         subject = f"Kueue nodes of pool {pool.name}"
         if len(kueue) == wanted:
