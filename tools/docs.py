@@ -105,6 +105,15 @@ slurm-platform:networkPolicies:
   cni: calico
   storageCidrs: [10.20.0.0/24]   # the NFS servers: pods' egress to them is denied
 """,
+    "monitoring": """\
+slurm-platform:monitoring:
+  enabled: true
+  prometheus:
+    install: false                     # the cluster's own Prometheus Operator
+    selectorLabels: {release: prometheus}
+  alerts:
+    guaranteeBrokenFor: 10m
+""",
     "slurm": """\
 slurm-platform:slurm:
   worker:

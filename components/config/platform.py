@@ -13,6 +13,7 @@ from .cloud import DEFAULT_CLOUD, Cloud
 from .cluster import ClusterConfig, KubernetesConfig
 from .fields import Model, matching
 from .ldap import LdapConfig
+from .monitoring import MonitoringConfig
 from .network import NetworkPoliciesConfig
 from .pools import NodePoolConfig, default_pools
 from .quota import RegionQuotaConfig
@@ -59,6 +60,7 @@ class PlatformConfig(Model):
     storage: StorageConfig = StorageConfig()
     ldap: LdapConfig = LdapConfig()
     network_policies: NetworkPoliciesConfig = NetworkPoliciesConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
     slurm: SlurmConfig = SlurmConfig()
     tenants: list[TenantConfig] = Field(
         default_factory=list,

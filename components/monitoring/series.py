@@ -1,0 +1,37 @@
+"""The names of the series the platform's metrics are built from, defined once: what the Slurm
+exporter writes, what the recording rules record. The rules, the alerts, the dashboards, the report
+and the tests all name a series through these constants, so a typo is an import error."""
+
+from __future__ import annotations
+
+# --- The Slurm exporter (components/monitoring/exporter.py; job label "slurm-exporter") -------------
+# 1 when `scontrol ping` finds the primary slurmctld up, else 0.
+SLURMCTLD_UP = "slurm_slurmctld_up"
+# 1 when slurmdbd answers (`sacctmgr show cluster`), else 0.
+SLURMDBD_UP = "slurm_slurmdbd_up"
+# GPUs allocated to running jobs, labels: account, partition.
+ACCOUNT_GPUS_ALLOCATED = "slurm_account_gpus_allocated"
+# GPUs that pending jobs ask for, labels: account, partition, reason (Slurm's pending reason).
+ACCOUNT_GPUS_PENDING = "slurm_account_gpus_pending"
+# Jobs, labels: account, state (running, pending).
+ACCOUNT_JOBS = "slurm_account_jobs"
+# One series per node set to 1, labels: node, state (Slurm's, lower case: idle, mixed, allocated, drained,
+# draining, down, ...), reason (Slurm's reason, empty when none).
+NODE_STATE = "slurm_node_state"
+# GPUs of a node, labels: node; and those allocated, labels: node.
+NODE_GPUS = "slurm_node_gpus"
+NODE_GPUS_ALLOCATED = "slurm_node_gpus_allocated"
+# One series per running job set to its GPU count, labels: job_id, account, partition: joins DCGM's
+# per-GPU series (label hpc_job, from the prolog's job mapping) to a tenant.
+JOB_GPUS = "slurm_job_gpus"
+# Seconds since the epoch of the collector's last successful run (a stale file shows as an old value).
+COLLECTED_AT = "slurm_exporter_last_success_timestamp_seconds"
+
+# --- Recording rules (components/monitoring/rules.py): level:metric:operations ---------------------
+# Every tenant series carries the labels tenant and scheduler ("slurm" or "kueue").
+TENANT_GPUS_GUARANTEED = "tenant:gpus_guaranteed:sum"
+TENANT_GPUS_ALLOCATED = "tenant:gpus_allocated:sum"
+TENANT_GPUS_BORROWED = "tenant:gpus_borrowed:sum"
+TENANT_GPUS_LENT = "tenant:gpus_lent:sum"
+TENANT_GPUS_PENDING = "tenant:gpus_pending:sum"
+TENANT_GPU_HOURS_1H = "tenant:gpu_hours:avg_over_time1h"
