@@ -35,3 +35,8 @@ TENANT_GPUS_BORROWED = "tenant:gpus_borrowed:sum"
 TENANT_GPUS_LENT = "tenant:gpus_lent:sum"
 TENANT_GPUS_PENDING = "tenant:gpus_pending:sum"
 TENANT_GPU_HOURS_1H = "tenant:gpu_hours:avg_over_time1h"
+
+# --- Where the exporter listens: its pods' label, its port (the NetworkPolicies and monitors name them) ----
+EXPORTER_APP = "slurm-exporter"  # app.kubernetes.io/name of its pods; its Service is <cluster>-slurm-exporter
+EXPORTER_PORT = 9100
+EXPORTER_PORT_NAME = "metrics"
