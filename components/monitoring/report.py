@@ -1,0 +1,11 @@
+"""Placeholder for the usage report CronJob (helper report): another part of issue 37 fills this module; until then it renders nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import PlatformConfig
+
+
+def render(config: PlatformConfig) -> list[dict[str, Any]]:
+    return []
