@@ -19,6 +19,7 @@ SOPERATOR = "soperator"
 MARIADB_CRDS = "mariadb-operator-crds"
 MARIADB_OPERATOR = "mariadb-operator"
 KUEUE = "kueue"
+PROMETHEUS_STACK = "kube-prometheus-stack"
 
 
 # helm.v4.Chart renders a chart like `helm template` and never runs its hooks
@@ -42,6 +43,10 @@ HELM_HOOKS: dict[str, str] = {
     MARIADB_OPERATOR: "0.29.0 and 26.6.0: no hooks; webhook certificates come from its own cert-controller",
     CERT_MANAGER: "v1.16.2: post-install startupapicheck Job (startupapicheck.enabled, off here: it only polls the webhook; "
     "Pulumi awaits the webhook Deployment instead)",
+    PROMETHEUS_STACK: "88.5.3: the Prometheus Operator's admission webhook certificate Jobs (prometheusOperator.admissionWebhooks.patch, "
+    "pre-install/post-install: create the webhook's Secret, patch its caBundle; off here with the webhooks themselves and the operator's "
+    "TLS, which serves them: a PrometheusRule is checked by promtool in the tests instead); the CRD upgrade Job (crds.upgradeJob, off by "
+    "default: the CRDs in the crds subchart's crds/ are Pulumi resources, updated with the chart)",
     KUEUE: "0.19.2: no hooks (the autoKueue post-install Job came to the chart after 0.19.2); CRDs are templates, updated "
     "with the chart; webhook certificates come from Kueue's own internal cert rotator",
 }
@@ -70,6 +75,7 @@ class ChartApis:
 
 
 CERT_MANAGER_GROUP = "cert-manager.io"
+PROMETHEUS_GROUP = "monitoring.coreos.com"
 # Read from each chart's templates, crds/ and subcharts at the pinned version (`chart@version` where
 # versions differ, the chart's name for every version otherwise). A custom resource waits for the release
 # that installs its group's CRDs (`crd_providers`): its own objects, a release that renders it, the
@@ -78,6 +84,7 @@ CHART_APIS: dict[str, ChartApis] = {
     "cert-manager": ChartApis(
         "cert-manager/cert-manager deploy/charts/cert-manager@v1.16.2",
         installs=(Apis(CERT_MANAGER_GROUP, "crds.enabled", False), Apis("acme.cert-manager.io", "crds.enabled", False)),
+        renders=(Apis(PROMETHEUS_GROUP, "prometheus.servicemonitor.enabled", False), Apis(PROMETHEUS_GROUP, "prometheus.podmonitor.enabled", False)),
     ),
     "gpu-operator": ChartApis(
         "NVIDIA/gpu-operator deployments/gpu-operator@v26.7.0 (subchart node-feature-discovery 0.19.0)",
@@ -118,6 +125,11 @@ CHART_APIS: dict[str, ChartApis] = {
         "kubernetes-sigs/kueue charts/kueue@v0.19.2",
         installs=(Apis("kueue.x-k8s.io"),),
         renders=(Apis(CERT_MANAGER_GROUP, "enableCertManager", False),),
+    ),
+    "kube-prometheus-stack": ChartApis(
+        "prometheus-community/helm-charts charts/kube-prometheus-stack@kube-prometheus-stack-88.5.3 (subchart crds: the "
+        "Prometheus Operator v0.93.1's CRDs in its crds/)",
+        installs=(Apis(PROMETHEUS_GROUP, "crds.enabled", True, crds_dir=True),),
     ),
     "slurm-operator-crds": ChartApis("SlinkyProject/slurm-operator helm/slurm-operator-crds@v1.2.1", installs=(Apis("slinky.slurm.net"),)),
     "slurm-operator": ChartApis(

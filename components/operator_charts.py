@@ -27,6 +27,7 @@ from .charts import (
     MARIADB_CRDS,
     MARIADB_OPERATOR,
     NETWORK_OPERATOR,
+    PROMETHEUS_STACK,
     ChartRelease,
     api_group,
     chart_source,
@@ -38,6 +39,7 @@ from .charts import (
 from .config import NodePoolConfig, PlatformConfig
 from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
+from .monitoring.monitors import cert_manager_values
 from .slurm import operator_module
 from .slurm.common import (
     namespaces_named,
@@ -148,6 +150,30 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
     return deep_merge(values, config.operators.kueue.values)
 
 
+# Grafana's sidecar loads every ConfigMap with this label as a dashboard (components/monitoring/dashboards.py).
+GRAFANA_DASHBOARD_LABEL = {"label": "grafana_dashboard", "labelValue": "1"}
+
+
+def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
+    """The Prometheus selects the monitors and rules that carry the selector labels, in every namespace, and nothing
+    else (the chart's NilUsesHelmValues would narrow it to its own release's); its pods carry the labels the
+    NetworkPolicies let in; Grafana loads the dashboards' ConfigMaps from every namespace."""
+    prometheus = config.monitoring.prometheus
+    selector = {"matchLabels": dict(prometheus.selector_labels)}
+    spec = {
+        f"{kind}{suffix}": value
+        for kind in ("serviceMonitor", "podMonitor", "rule")
+        for suffix, value in (("Selector", selector), ("SelectorNilUsesHelmValues", False))
+    }
+    values = {
+        # The operator's admission webhook needs certificates from Helm hooks, which never run here (charts.HELM_HOOKS).
+        "prometheusOperator": {"admissionWebhooks": {"enabled": False}, "tls": {"enabled": False}},
+        "prometheus": {"prometheusSpec": {**spec, "podMetadata": {"labels": dict(prometheus.pod_labels)}}},
+        "grafana": {"sidecar": {"dashboards": {"enabled": True, **GRAFANA_DASHBOARD_LABEL, "searchNamespace": "ALL"}}},
+    }
+    return deep_merge(values, prometheus.values)
+
+
 def installs_cert_manager(config: PlatformConfig) -> bool:
     """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
     cert_manager = config.operators.cert_manager
@@ -160,10 +186,21 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
     """Every release to install, CRD charts before the charts and CRs that need them."""
     ops = config.operators
     releases: list[ChartRelease] = []
+    # First: the charts below render monitors, whose CRDs it installs.
+    monitoring = config.monitoring
+    # The MariaDB operator looks for the ServiceMonitor kind before it makes the database's monitor.
+    monitored: tuple[str, ...] = ()
+    if monitoring.enabled and monitoring.prometheus.install:
+        prometheus = monitoring.prometheus
+        chart, repo = chart_source(prometheus.repository, "kube-prometheus-stack")
+        releases.append(ChartRelease(PROMETHEUS_STACK, chart, prometheus.version, prometheus.namespace, prometheus_stack_values(config), repo=repo))
+        monitored = (PROMETHEUS_STACK,)
     if installs_cert_manager(config):
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
-        values = deep_merge(CERT_MANAGER_VALUES, {"global": {"priorityClassName": operator_priority_class_name(config)}})
+        values = deep_merge(
+            CERT_MANAGER_VALUES, {"global": {"priorityClassName": operator_priority_class_name(config)}, **cert_manager_values(config)}
+        )
         releases.append(ChartRelease(CERT_MANAGER, chart, cm.version, cm.namespace, deep_merge(values, cm.values), repo=repo))
     if ops.gpu_operator.install:
         gpu = ops.gpu_operator
@@ -183,7 +220,8 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
             operator_values = deep_merge({"crds": {"enabled": False}}, maria.values)
             mariadb_keys += (MARIADB_CRDS,)
         chart, repo = chart_source(maria.repository, "mariadb-operator")
-        releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=mariadb_keys))
+        waits_for = (*mariadb_keys, *monitored)
+        releases.append(ChartRelease(MARIADB_OPERATOR, chart, maria.version, maria.namespace, operator_values, repo=repo, depends_on=waits_for))
         mariadb_keys += (MARIADB_OPERATOR,)
     if ops.kueue.enabled and ops.kueue.install:
         kueue = ops.kueue

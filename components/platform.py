@@ -15,6 +15,8 @@ from .config.cloud import cloud_summary
 from .identity.directory import LdapDirectory
 from .kueue import Kueue
 from .kueue import render as kueue_objects
+from .monitoring import PROMETHEUS_KINDS, Monitoring
+from .monitoring import render as monitoring_objects
 from .munge import MungeKey, rotation_warning
 from .network_policies import NetworkPolicies
 from .node_pools import NodePools
@@ -138,6 +140,18 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     )
     if config.network_policies.enabled:
         NetworkPolicies("network-policies", config, tenants, opts=in_namespace)
+    # After what it scrapes; its monitors and rules after the Prometheus Operator's CRDs (the chart's, when it installs them).
+    monitored = [monitor for monitor in monitoring_objects(config) if monitor["kind"] in PROMETHEUS_KINDS]
+    monitoring = (
+        Monitoring(
+            "monitoring",
+            config,
+            operators.waits_for_crds(monitored),
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[slurm, *(c for c in (tenants, kueue) if c)])),
+        )
+        if config.monitoring.enabled
+        else None
+    )
     layout = capacity_map(config) if config.tenants else None
     if layout:
         # Every preview prints it (its diagnostics); the output, a line per element (the CLI cuts a long
@@ -173,4 +187,5 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "nodePoolCapacity": pools.capacity,
         **({"tenants": tenants.summary, "capacityMap": pulumi.Output.from_input(layout.splitlines() if layout else [])} if tenants else {}),
         **({"kueueQueues": kueue.queues} if kueue else {}),
+        **({"monitoring": monitoring.summary} if monitoring else {}),
     }

@@ -18,6 +18,9 @@ SOPERATOR_CRD = CONTRACTS / "soperator" / "1.14.10" / "slurm.nebius.ai_slurmclus
 SOPERATOR_4_DIR = CONTRACTS / "soperator" / "4.1.7"
 SLINKY_DIR = CONTRACTS / "slinky" / "v1.2.1"
 KUEUE_DIR = CONTRACTS / "kueue" / "v0.19.2"
+# The Prometheus Operator's CRDs as the pinned kube-prometheus-stack ships them (crd-<plural>.json).
+PROMETHEUS_OPERATOR_DIR = CONTRACTS / "prometheus-operator" / "v0.93.1"
+PROMETHEUS_PLURALS = {"ServiceMonitor": "servicemonitors", "PodMonitor": "podmonitors", "PrometheusRule": "prometheusrules"}
 # Chart values contracts (scripts/contracts.py chart-values): contracts/charts/<chart>/<version>/values.json.
 CHART_VALUES_DIR = CONTRACTS / "charts"
 KUEUE_PLURALS = {
@@ -113,6 +116,8 @@ def contract_of(manifest: dict[str, Any]) -> Path:
         return SLINKY_DIR / f"slinky.slurm.net_{kind.lower()}s.json"
     if group == "kueue.x-k8s.io":
         return KUEUE_DIR / f"kueue.x-k8s.io_{KUEUE_PLURALS[kind]}.json"
+    if group == "monitoring.coreos.com":
+        return PROMETHEUS_OPERATOR_DIR / f"crd-{PROMETHEUS_PLURALS[kind]}.json"
     if group == "kai.alibabacloud.com" and kind == "SlurmCluster":
         return ACK_SCHEMAS["headGroupSpec" if "headGroupSpec" in manifest.get("spec", {}) else "slurmctld"]
     raise LookupError(f"no contract for {manifest['apiVersion']} {kind}")

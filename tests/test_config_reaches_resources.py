@@ -198,7 +198,8 @@ def test_mount_paths_are_normalised_in_the_cluster():
 def test_operators_sharing_the_cluster_namespace_declare_it_once_protected():
     shared = {name: {"namespace": "fpt-hpc"} for name in ("gpuOperator", "networkOperator", "soperator", "mariadbOperator")}
     # The default-deny NetworkPolicies would cut operators off in the cluster's namespace (a config error).
-    run = platform_run(with_changes("prod-hanoi", operators=shared, networkPolicies={"enabled": False}))
+    monitoring = {"enabled": True, "prometheus": {"namespace": "fpt-hpc"}}
+    run = platform_run(with_changes("prod-hanoi", operators=shared, networkPolicies={"enabled": False}, monitoring=monitoring))
     namespaces = run.of_type(NAMESPACE)
     assert [n.inputs["metadata"]["name"] for n in namespaces] == ["fpt-hpc"]
     (namespace,) = namespaces
@@ -212,7 +213,7 @@ def test_each_operator_namespace_is_declared_once():
     run = platform_run(stack_config("prod-hanoi"))
     names = [n.inputs["metadata"]["name"] for n in run.of_type(NAMESPACE)]
     assert names and len(names) == len(set(names))
-    assert {"fpt-hpc", "gpu-operator", "nvidia-network-operator", "soperator-system", "mariadb-operator"} == set(names)
+    assert {"fpt-hpc", "gpu-operator", "nvidia-network-operator", "soperator-system", "mariadb-operator", "monitoring"} == set(names)
 
 
 # --- operator values and the provider ----------------------------------------------------------

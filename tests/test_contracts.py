@@ -8,9 +8,11 @@ import json
 
 import pytest
 
+from components import monitoring
 from components.config import parse_config
 from components.config.charts import GpuOperatorConfig, release_number
-from components.operator_charts import gpu_operator_values
+from components.config.monitoring import PrometheusConfig
+from components.operator_charts import gpu_operator_values, prometheus_stack_values
 from components.slurm import operator_module, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest
 from tests.contracts import CHART_VALUES_DIR, SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
@@ -55,6 +57,58 @@ def test_the_pinned_gpu_operator_carries_a_fixed_toolkit_and_reads_every_value_t
             assert set(paths) <= reads, (stack, set(paths) - reads)
             checked.append(stack)
     assert checked
+
+
+def in_values_tree(tree: dict, path: str) -> bool:
+    """Whether the chart's values.yaml has the key at `path` (a subchart's values pass through its section)."""
+    for key in path.split("."):
+        if not isinstance(tree, dict) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
+def test_the_pinned_prometheus_stack_reads_every_value_the_program_sets():
+    """kube-prometheus-stack's values contract at the program's pin: every value the example stacks pass is one its
+    templates read (the selectors are read whole, so a leaf counts when a path above it is read), or one of its
+    subcharts' sections (Grafana's sidecar) that its values.yaml carries."""
+    version = PrometheusConfig.model_fields["version"].default
+    contract = json.loads((CHART_VALUES_DIR / "kube-prometheus-stack" / version / "values.json").read_text())
+    reads = set(contract["templateReads"]) | {d["condition"] for d in contract["dependencies"]}
+    checked = []
+    for stack in example_stacks():
+        config = parse_config(stack_config(stack))
+        if config.monitoring.enabled and config.monitoring.prometheus.install and config.monitoring.prometheus.version == version:
+            paths = leaf_paths(prometheus_stack_values(config))
+            unread = [p for p in paths if not any(".".join(p.split(".")[:n]) in reads for n in range(1, p.count(".") + 2))]
+            assert unread and all(p.startswith("grafana.") for p in unread), (stack, unread)
+            assert all(in_values_tree(contract["values"], p) for p in unread), (stack, unread)
+            checked.append(stack)
+    assert checked
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_monitor_and_rule_meets_the_prometheus_operator_crds(stack):
+    """Every ServiceMonitor, PodMonitor and PrometheusRule the monitoring parts render, against the CRDs the pinned
+    chart installs (contracts/prometheus-operator): with monitoring on whatever the stack says."""
+    raw = stack_config(stack)
+    config = parse_config({**raw, "monitoring": {**raw.get("monitoring", {}), "enabled": True}})
+    checked = []
+    for manifest in monitoring.render(config):
+        if manifest["apiVersion"].startswith("monitoring.coreos.com/"):
+            assert contract_errors(manifest) == [], manifest["metadata"]["name"]
+            checked.append(manifest["kind"])
+    assert checked or config.slurm_operator != "soperator", stack
+
+
+def test_the_prometheus_operator_contract_catches_a_broken_monitor():
+    config = parse_config({"monitoring": {"enabled": True}})
+    (monitor,) = [m for m in monitoring.render(config) if m["kind"] == "PodMonitor"]
+    broken = copy.deepcopy(monitor)
+    broken["spec"]["podMetricsEndpoints"][0]["scrapeEvery"] = "30s"
+    broken["spec"]["podMetricsEndpoints"][0]["interval"] = "thirty seconds"
+    errors = contract_errors(broken)
+    assert any("scrapeEvery: unknown field" in e for e in errors) and any("interval" in e for e in errors), errors
 
 
 SOPERATOR_1_STACKS = [s for s in example_stacks() if operator_module(parse_config(stack_config(s))).OPERATOR == soperator1.OPERATOR]

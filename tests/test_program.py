@@ -147,6 +147,7 @@ def test_prod_hanoi_declares_the_operators():
         "operators-soperator-crds",
         "operators-soperator",
         "operators-mariadb-operator",
+        "operators-kube-prometheus-stack",
     }
     assert run.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
     assert run.of_type("kubernetes:core/v1:PersistentVolume")

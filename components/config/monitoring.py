@@ -38,7 +38,9 @@ class PrometheusConfig(ChartConfig):
         "Grafana with its dashboard sidecar, kube-state-metrics); false: the cluster already runs a Prometheus Operator.",
     )
     namespace: DnsLabel = chart_namespace("monitoring")
-    version: Annotated[ExactVersion, _leading_v(False)] = Field("79.7.1", description="kube-prometheus-stack chart version without a leading v.")
+    version: Annotated[ExactVersion, _leading_v(False)] = Field(
+        "88.5.3", description="kube-prometheus-stack chart version without a leading v (88.5.3: Prometheus Operator v0.93.1)."
+    )
     repository: ChartRepository = chart_repository("https://prometheus-community.github.io/helm-charts")
     selector_labels: dict[QualifiedName, LabelValue] = Field(
         default_factory=lambda: {"release": "kube-prometheus-stack"},

@@ -100,6 +100,7 @@ class PodRoles:
     accounting: Optional[Selector] = None  # slurmdbd (None: no accounting)
     rest: Optional[Selector] = None  # slurmrestd (None: not run)
     database: Optional[Selector] = None  # the MariaDB operator's accounting database (None: external or none)
+    exporter: Optional[Selector] = None  # the operator's own Slurm exporter (None: not run)
     # Namespaces whose operator controller calls slurmrestd.
     rest_client_namespaces: tuple[str, ...] = ()
 

@@ -20,6 +20,7 @@ from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operat
 from ..config import NodePoolConfig, PlatformConfig
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
+from ..monitoring.monitors import database_metrics
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered
 from .common import (
     USER_PLACEHOLDER,
@@ -288,6 +289,8 @@ def mariadb(config: PlatformConfig) -> dict[str, Any]:
             "replicas": 1,
             # Its pod, as every Slurm pod: above every tenant class.
             "priorityClassName": system_priority_class_name(config),
+            # mysqld-exporter and its ServiceMonitor, with monitoring on.
+            **({"metrics": database_metrics(config)} if config.monitoring.enabled else {}),
         },
     }
 

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import PlatformConfig, PodResources
+from ..monitoring.monitors import database_metrics
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..node_pools import NO_GPU_FILTER
 from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
@@ -66,7 +67,8 @@ def accounting_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
             "resources": resources(accounting.mariadb),
             "replicas": 1,
             "replication": {},
-            "metrics": {"enabled": False},
+            # mysqld-exporter and its ServiceMonitor, with monitoring on.
+            "metrics": database_metrics(config),
             "storage": {
                 "ephemeral": False,
                 "volumeClaimTemplate": {
@@ -153,6 +155,7 @@ def pod_roles(config: PlatformConfig, worker_component: str, rest_enabled: bool)
         accounting=component_selector(config, "accounting") if accounting.enabled else None,
         rest=component_selector(config, "rest") if rest_enabled else None,
         database=database if accounting.enabled and uses_mariadb_operator(config) else None,
+        exporter=component_selector(config, "exporter") if config.slurm.exporter.enabled else None,
         # The operator's soperatorchecks controller calls slurmrestd.
         rest_client_namespaces=(config.operators.soperator.namespace,),
     )

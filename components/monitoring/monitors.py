@@ -1,0 +1,141 @@
+"""What Prometheus scrapes beside the Slurm exporter (exporter.py) and the GPUs: Kueue's controller, slurmdbd's
+database, cert-manager and soperator's own Slurm exporter. Each monitor carries the Prometheus's selector labels
+(monitoring.prometheus.selectorLabels) and the stack's scrape interval.
+
+- soperator's exporter (slurmNodes.exporter, 1.14.10 and 4.1.7): a PodMonitor on its `metrics` port, 8080
+  (internal/consts/container.go); the operator makes none itself while isPrometheusCrdInstalled is "false", its chart's default;
+- Kueue: a ServiceMonitor on its chart's metrics Service (port `https`, 8443). Kueue authorizes every scrape
+  (a TokenReview and a SubjectAccessReview for GET /metrics): Prometheus presents its ServiceAccount's token, which
+  kube-prometheus-stack's Prometheus ClusterRole allows (nonResourceURLs /metrics). The chart's own `enablePrometheus`
+  monitor carries only the chart's labels (templates/prometheus/monitor.yaml at v0.19.2), which no selector of ours
+  matches, and binds ServiceAccounts named prometheus-k8s: off;
+- slurmdbd's MariaDB: the MariaDB operator's `metrics` (mysqld-exporter beside the database, port 9104) and a
+  ServiceMonitor as the operator's own, which carries none of our labels;
+- cert-manager: its chart's `prometheus.servicemonitor`, where this stack installs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..charts import KUEUE
+from ..config import PlatformConfig
+from ..network_policies import MARIADB_PORT
+from ..slurm import Selector, operator_module
+
+API_VERSION = "monitoring.coreos.com/v1"
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
+# soperator's exporter container port, by name and number (1.14.10 and 4.1.7: internal/consts/container.go).
+SOPERATOR_EXPORTER_PORT_NAME, SOPERATOR_EXPORTER_PORT = "metrics", 8080
+# mysqld-exporter's port in the MariaDB operator's metrics Deployment (its MariaDB `metrics.exporter.port` default).
+DATABASE_EXPORTER_PORT = 9104
+# The Kueue chart's metrics Service (kueue.metricsService.labels, with the release named after its key).
+KUEUE_METRICS_SERVICE = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": KUEUE, "app.kubernetes.io/component": "metrics-service"}
+# Prometheus' own ServiceAccount token: what Kueue's authorizing metrics endpoint checks.
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def metadata(config: PlatformConfig, name: str, namespace: str) -> dict[str, Any]:
+    """A monitor's metadata: ours, and the labels that make the Prometheus select it."""
+    labels = {**LABELS, **config.monitoring.prometheus.selector_labels}
+    return {"name": name, "namespace": namespace, "labels": labels}
+
+
+def soperator_exporter_monitor(config: PlatformConfig, exporter: Selector) -> dict[str, Any]:
+    namespace = config.cluster.namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PodMonitor",
+        "metadata": metadata(config, f"{config.cluster.name}-soperator-exporter", namespace),
+        "spec": {
+            "selector": exporter,
+            "namespaceSelector": {"matchNames": [namespace]},
+            "podMetricsEndpoints": [{"port": SOPERATOR_EXPORTER_PORT_NAME, "path": "/metrics", "interval": config.monitoring.scrape_interval}],
+        },
+    }
+
+
+def kueue_monitor(config: PlatformConfig) -> dict[str, Any]:
+    namespace = config.operators.kueue.namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ServiceMonitor",
+        "metadata": metadata(config, "kueue-controller-manager", namespace),
+        "spec": {
+            "selector": {"matchLabels": KUEUE_METRICS_SERVICE},
+            "namespaceSelector": {"matchNames": [namespace]},
+            "endpoints": [
+                {
+                    "port": "https",
+                    "scheme": "https",
+                    "path": "/metrics",
+                    "interval": config.monitoring.scrape_interval,
+                    "bearerTokenFile": SERVICE_ACCOUNT_TOKEN,
+                    # Kueue serves its metrics with a self-signed certificate of its own cert rotator.
+                    "tlsConfig": {"insecureSkipVerify": True},
+                }
+            ],
+        },
+    }
+
+
+def database_exporter(database: Selector) -> Selector:
+    """The MariaDB operator's metrics Deployment and Service for a database: `exporter`, instance `<database>-metrics`
+    (labels.WithMetricsSelectorLabels of its MetricsKey)."""
+    instance = database["matchLabels"]["app.kubernetes.io/instance"]
+    return {"matchLabels": {"app.kubernetes.io/name": "exporter", "app.kubernetes.io/instance": f"{instance}-metrics"}}
+
+
+def database_monitor(config: PlatformConfig, database: Selector) -> dict[str, Any]:
+    """What the operator's own ServiceMonitor says (pkg/builder/servicemonitor_builder.go): mysqld-exporter probes its
+    one database pod, `<database>-0` behind `<database>-internal`, as `target`."""
+    name = database["matchLabels"]["app.kubernetes.io/instance"]
+    namespace = config.cluster.namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ServiceMonitor",
+        "metadata": metadata(config, f"{name}-metrics", namespace),
+        "spec": {
+            "selector": database_exporter(database),
+            "namespaceSelector": {"matchNames": [namespace]},
+            "endpoints": [
+                {
+                    "port": "metrics",
+                    "path": "/probe",
+                    "scheme": "http",
+                    "params": {"target": [f"{name}-0.{name}-internal:{MARIADB_PORT}"]},
+                    "interval": config.monitoring.scrape_interval,
+                }
+            ],
+        },
+    }
+
+
+def render(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The monitors of this module; none with monitoring off."""
+    if not config.monitoring.enabled:
+        return []
+    monitors = []
+    roles = operator_module(config).pod_roles(config)
+    if roles.exporter is not None:
+        monitors.append(soperator_exporter_monitor(config, roles.exporter))
+    if roles.database is not None:
+        monitors.append(database_monitor(config, roles.database))
+    if config.operators.kueue.enabled:
+        monitors.append(kueue_monitor(config))
+    return monitors
+
+
+def database_metrics(config: PlatformConfig) -> dict[str, Any]:
+    """The MariaDB CR's `metrics` (soperator passes its accounting's mariadbOperator.metrics on): mysqld-exporter
+    beside the database while monitoring is on. The operator's own ServiceMonitor carries no label of ours (4.1.7
+    passes only `enabled` on), so Prometheus leaves it alone and scrapes `database_monitor` instead."""
+    return {"enabled": config.monitoring.enabled}
+
+
+def cert_manager_values(config: PlatformConfig) -> dict[str, Any]:
+    """cert-manager's chart values for its ServiceMonitor (none with monitoring off)."""
+    if not config.monitoring.enabled:
+        return {}
+    monitor = {"enabled": True, "labels": dict(config.monitoring.prometheus.selector_labels), "interval": config.monitoring.scrape_interval}
+    return {"prometheus": {"enabled": True, "servicemonitor": monitor}}
