@@ -27,6 +27,8 @@ import yaml
 
 from components import network_policies
 from components.config import PlatformConfig, parse_config
+from components.monitoring import monitors, network, series
+from components.slurm import operator_module
 from tests.harness import ROOT
 from tests.kube import LocalCluster, assert_stored_as_sent, contains
 from tests.network import Pod, platform_pods
@@ -288,3 +290,57 @@ def test_the_simulator_tells_allowed_from_denied(tmp_path):
     deny = next(p for p in policies_of(config) if p["metadata"]["name"] == "default-deny" and p["metadata"]["namespace"] == config.cluster.namespace)
     assert simulate([], flows, world.addresses, tmp_path / "none") == [True] * 10
     assert simulate([deny], flows, world.addresses, tmp_path / "deny") == [False] * 10
+
+
+# --- Prometheus to the metrics ports ---------------------------------------------------------------
+
+
+def metrics_flows(config: PlatformConfig) -> tuple[list[Flow], dict[int, str]]:
+    """Prometheus to each metrics port of the cluster's namespace, and who else may not: a tenant pod, another pod
+    of the Prometheus namespace, a pod with Prometheus' labels elsewhere, the Slurm pods; with addresses for all."""
+    namespace, prometheus = config.cluster.namespace, config.monitoring.prometheus
+    roles = operator_module(config).pod_roles(config)
+    targets = [(Pod("slurm-exporter", namespace, network.SLURM_EXPORTER["matchLabels"]), series.EXPORTER_PORT)]
+    if roles.exporter is not None:
+        targets.append((Pod("soperator-exporter", namespace, roles.exporter["matchLabels"]), monitors.SOPERATOR_EXPORTER_PORT))
+    database = Pod("mariadb", namespace, roles.database["matchLabels"]) if roles.database is not None else None
+    database_exporter = None
+    if roles.database is not None:
+        database_exporter = Pod("database-exporter", namespace, monitors.database_exporter(roles.database)["matchLabels"])
+        targets.append((database_exporter, monitors.DATABASE_EXPORTER_PORT))
+    scraper = Pod("prometheus", prometheus.namespace, dict(prometheus.pod_labels))
+    world = World(config)
+    neighbour = Pod("grafana", prometheus.namespace, {"app.kubernetes.io/name": "grafana"})
+    impostor = Pod("impostor", world.tenant.namespace, dict(prometheus.pod_labels))
+    outsiders = [world.tenant, neighbour, impostor, *(pod for pod in (world.get("worker"), world.get("login")) if pod)]
+    flows = [Flow(scraper, pod, port, True) for pod, port in targets]
+    flows += [Flow(outsider, pod, port, False) for pod, port in targets for outsider in outsiders]
+    # Only the metrics port: not another port of the same pod, nor slurmctld.
+    flows += [Flow(scraper, pod, port + 1, False) for pod, port in targets]
+    flows += [Flow(scraper, world.get("controller"), network_policies.SLURMCTLD_PORT, False)]
+    if database is not None and database_exporter is not None:
+        flows += [Flow(database_exporter, database, network_policies.MARIADB_PORT, True)]
+    pods = [*world.pods, world.tenant, scraper, neighbour, impostor, *(pod for pod, _ in targets), *([database] if database else [])]
+    addresses = {id(pod): f"10.245.{index // 250}.{index % 250 + 1}" for index, pod in enumerate(pods)}
+    return flows, addresses
+
+
+@pytest.mark.parametrize("operator", list(OPERATOR_STACKS))
+def test_prometheus_reaches_each_metrics_port_and_a_tenant_pod_none(operator, tmp_path):
+    """With monitoring on, the stack's policies and Prometheus' let exactly Prometheus to exactly the metrics ports;
+    without Prometheus' policies the default-deny stops it (so a missing one fails here)."""
+    stack, overrides = OPERATOR_STACKS[operator]
+    config = parse_config(merged(stack_config(stack), {**overrides, "monitoring": {"enabled": True}}))
+    flows, addresses = metrics_flows(config)
+    assert any(f.allowed for f in flows) and len(flows) >= 8
+    stack_policies, prometheus_policies = policies_of(config), network.render(config)
+    answers = simulate([*stack_policies, *prometheus_policies], flows, addresses, tmp_path / "with")
+    wrong = [str(flow) for flow, answer in zip(flows, answers, strict=True) if answer != flow.allowed]
+    assert wrong == [], f"{operator}: {len(wrong)} flows answered otherwise:\n" + "\n".join(wrong)
+    # Each of Prometheus' policies is needed: without it, its flow is denied.
+    for policy in prometheus_policies:
+        rest = [p for p in prometheus_policies if p is not policy]
+        needed = [f for f in flows if f.allowed and policy["spec"]["podSelector"]["matchLabels"].items() <= f.destination.labels.items()]
+        assert needed, policy["metadata"]["name"]
+        name = policy["metadata"]["name"]
+        assert simulate([*stack_policies, *rest], needed, addresses, tmp_path / name) == [False] * len(needed), name
