@@ -39,6 +39,7 @@ from .charts import (
 from .config import NodePoolConfig, PlatformConfig
 from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
+from .monitoring import series
 from .monitoring.monitors import cert_manager_values
 from .slurm import operator_module
 from .slurm.common import (
@@ -150,10 +151,6 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
     return deep_merge(values, config.operators.kueue.values)
 
 
-# Grafana's sidecar loads every ConfigMap with this label as a dashboard (components/monitoring/dashboards.py).
-GRAFANA_DASHBOARD_LABEL = {"label": "grafana_dashboard", "labelValue": "1"}
-
-
 def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
     """The Prometheus selects the monitors and rules that carry the selector labels, in every namespace, and nothing
     else (the chart's NilUsesHelmValues would narrow it to its own release's); its pods carry the labels the
@@ -169,7 +166,11 @@ def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
         # The operator's admission webhook needs certificates from Helm hooks, which never run here (charts.HELM_HOOKS).
         "prometheusOperator": {"admissionWebhooks": {"enabled": False}, "tls": {"enabled": False}},
         "prometheus": {"prometheusSpec": {**spec, "podMetadata": {"labels": dict(prometheus.pod_labels)}}},
-        "grafana": {"sidecar": {"dashboards": {"enabled": True, **GRAFANA_DASHBOARD_LABEL, "searchNamespace": "ALL"}}},
+        "grafana": {
+            "sidecar": {
+                "dashboards": {"enabled": True, "label": series.DASHBOARD_LABEL, "labelValue": series.DASHBOARD_LABEL_VALUE, "searchNamespace": "ALL"}
+            }
+        },
     }
     return deep_merge(values, prometheus.values)
 

@@ -40,3 +40,7 @@ TENANT_GPU_HOURS_1H = "tenant:gpu_hours:avg_over_time1h"
 EXPORTER_APP = "slurm-exporter"  # app.kubernetes.io/name of its pods; its Service is <cluster>-slurm-exporter
 EXPORTER_PORT = 9100
 EXPORTER_PORT_NAME = "metrics"
+
+# --- Grafana's dashboard sidecar: it loads every ConfigMap with this label as a dashboard --------------
+DASHBOARD_LABEL = "grafana_dashboard"
+DASHBOARD_LABEL_VALUE = "1"
