@@ -10,7 +10,7 @@ import pytest
 
 from components import monitoring
 from components.charts import CERT_MANAGER, KUEUE, PROMETHEUS_STACK
-from components.config import PlatformConfig, parse_config
+from components.config import ConfigError, PlatformConfig, parse_config
 from components.monitoring import monitors, network, series
 from components.network_policies import MARIADB_PORT
 from components.operator_charts import chart_releases
@@ -216,3 +216,16 @@ def test_with_the_clusters_own_prometheus_monitors_wait_for_no_chart():
     charts = {r.urn for r in run.resources if r.type.startswith("kubernetes:helm.sh")}
     assert all(not charts & set(r.dependencies) for r in monitors_declared)
     assert run.outputs["monitoring"] == {"namespace": "monitoring", "installed": False}
+
+
+@pytest.mark.parametrize("namespace", ["fpt-hpc", "vision"])
+def test_prometheus_in_a_namespace_the_default_deny_covers_is_refused(namespace):
+    raw = copy.deepcopy(stack_config(SOPERATOR_4))
+    raw["monitoring"] = {"enabled": True, "prometheus": {"namespace": namespace}}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw)
+    message = str(refused.value)
+    assert "slurm-platform:monitoring.prometheus.namespace: is a namespace the stack's default-deny NetworkPolicies cover" in message
+    assert f'got "{namespace}"' in message and "--path monitoring.prometheus.namespace monitoring" in message
+    raw["networkPolicies"] = {**raw["networkPolicies"], "enabled": False}
+    assert parse_config(raw).monitoring.prometheus.namespace == namespace

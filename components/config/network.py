@@ -111,6 +111,16 @@ def network_policy_problems(config: PlatformConfig) -> Iterator[Problem]:
                     "in networkPolicies.storageCidrs (e.g. 10.0.3.7/32) so pods cannot reach it",
                     host,
                 )
+    prometheus = config.monitoring.prometheus
+    covered = {config.cluster.namespace, *(tenant.name for tenant in config.tenants if tenant.namespace)}
+    if config.monitoring.enabled and prometheus.namespace in covered:
+        yield Problem(
+            ("monitoring", "prometheus", "namespace"),
+            "is a namespace the stack's default-deny NetworkPolicies cover (the cluster's or a tenant's): they would cut "
+            "Prometheus off from what it scrapes, and let whatever runs there pass for it; give Prometheus a namespace of its own",
+            prometheus.namespace,
+            (type(prometheus).model_fields["namespace"].default,),
+        )
     operators = config.operators
     for name, field in type(operators).model_fields.items():
         chart = getattr(operators, name)
