@@ -19,9 +19,8 @@ from ..network_policies import MARIADB_PORT, policy, tcp
 from ..slurm import Selector, operator_module
 from ..slurm.common import NAMESPACE_NAME_LABEL
 from . import series
-from .monitors import DATABASE_EXPORTER_PORT, SOPERATOR_EXPORTER_PORT, database_exporter
+from .monitors import DATABASE_EXPORTER_PORT, LABELS, SOPERATOR_EXPORTER_PORT, database_exporter
 
-LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
 SLURM_EXPORTER: Selector = {"matchLabels": {"app.kubernetes.io/name": series.EXPORTER_APP}}
 
 
