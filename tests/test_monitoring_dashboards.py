@@ -256,10 +256,38 @@ def test_jobs_join_dcgm_to_slurm_jobs_and_kueue_pods(config):
     board = dashboards.as_json(dashboards.built(config, "jobs"))
     exprs = dict(queries(board))
     per_job = exprs["GPU utilisation per Slurm job"]
-    assert f'{dashboards.DCGM_GPU_UTIL}{{hpc_job=~".+"}}' in per_job
-    assert f'label_replace({series.JOB_GPUS}{{account=~"$tenant"}}, "hpc_job", "$1", "job_id", "(.+)")' in per_job
-    assert "on (hpc_job) group_left (account, partition)" in per_job
-    assert exprs["GPU utilisation per Kueue pod"] == f'avg by (namespace, pod) ({dashboards.DCGM_GPU_UTIL}{{namespace=~"$tenant",pod=~".+"}})'
+    assert per_job.startswith(f'avg by (hpc_job) ({dashboards.DCGM_GPU_UTIL}{{hpc_job=~".+"}}) + on (hpc_job) group_left (account, partition) (0 * ')
+    assert f'label_replace({series.JOB_GPUS}{{namespace="fpt-hpc",account=~"($tenant)(-oppo)?"}}, "hpc_job", "$1", "job_id", "(.+)")' in per_job
+    assert exprs["GPU utilisation per Kueue pod"] == (
+        f'avg by (exported_namespace, exported_pod) ({dashboards.DCGM_GPU_UTIL}{{exported_namespace=~"$tenant",exported_pod=~".+"}})'
+    )
+
+
+def test_a_tenants_jobs_are_found_under_both_its_accounts(config):
+    """Grafana puts the picked tenants in for $tenant: one name, (a|b) for several, the all value for All."""
+    pattern = dashboards.accounts_of("$" + dashboards.TENANT_VARIABLE)
+    names = [tenant.name for tenant in config.tenants]
+    for picked in [names[0], f"({names[0]}|{names[1]})", "|".join(names)]:
+        chosen = re.compile(pattern.replace("$tenant", picked))
+        inside = [t for t in config.tenants if t.name in picked]
+        assert inside
+        for tenant in inside:
+            assert chosen.fullmatch(tenant.name) and chosen.fullmatch(tenant.oppo_account)
+        for tenant in config.tenants:
+            if tenant not in inside:
+                assert not chosen.fullmatch(tenant.name) and not chosen.fullmatch(tenant.oppo_account)
+
+
+def test_the_exporters_series_are_this_stacks(config):
+    """The exporter's Service is in the cluster's namespace: a Prometheus scraping two stacks keeps them apart."""
+    checked = 0
+    ours = {value for name, value in vars(series).items() if name.isupper() and isinstance(value, str) and value.startswith("slurm_")}
+    for slug in dashboards.BUILDERS:
+        for _, expr in queries(dashboards.as_json(dashboards.built(config, slug))):
+            for name in metric_names(expr) & ours:
+                assert re.search(rf'{name}{{namespace="{config.cluster.namespace}"[,}}]', expr), expr
+                checked += 1
+    assert checked >= 10
 
 
 # --- The ConfigMaps ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from grafana_foundation_sdk.builders import common as common_builder
@@ -45,6 +46,10 @@ DCGM_XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"  # the last XID error's number, 0 whe
 KUEUE_PENDING_WORKLOADS = "kueue_pending_workloads"  # labels: cluster_queue, status (active, inadmissible)
 KUEUE_ADMITTED_WORKLOADS = "kueue_admitted_active_workloads"  # labels: cluster_queue
 KUBE_NODE_CONDITION = "kube_node_status_condition"  # labels: node, condition, status
+# dcgm-exporter's labels for a pod's GPU as they reach Prometheus: the GPU operator's ServiceMonitor (honorLabels
+# false, its default) keeps the scrape target's own namespace and pod labels, and Prometheus renames the exporter's.
+DCGM_POD_NAMESPACE = "exported_namespace"
+DCGM_POD = "exported_pod"
 
 # What Grafana's sidecar (kube-prometheus-stack's grafana.sidecar.dashboards.label) loads.
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -70,6 +75,22 @@ def selector(name: str, **labels: str) -> str:
     """A series and its label matchers."""
     matchers = [f"{label}{'=~' if isinstance(value, Regex) else '='}{json.dumps(value)}" for label, value in labels.items()]
     return f"{name}{{{','.join(matchers)}}}" if matchers else name
+
+
+def exporter_series(config: PlatformConfig) -> Callable[..., str]:
+    """The Slurm exporter's series of this stack: its Service is in the cluster's namespace, which Prometheus
+    gives every series it scrapes there (as the recording rules select them), so stacks sharing a Prometheus stay apart."""
+
+    def of(name: str, **labels: str) -> str:
+        return selector(name, namespace=config.cluster.namespace, **labels)
+
+    return of
+
+
+def accounts_of(tenants: str) -> Regex:
+    """The Slurm accounts of the tenants a regular expression matches: each one's own and its oppo jobs'
+    (TenantConfig.oppo_account, <tenant>-oppo)."""
+    return Regex(f"({tenants})(-oppo)?")
 
 
 def ref_id(index: int) -> str:
@@ -222,16 +243,17 @@ def limit_line() -> list[dashboard_model.DynamicConfigValue]:
 
 
 def overview(config: PlatformConfig) -> Board:
+    slurm = exporter_series(config)
     board = new_dashboard(config, "overview", "GPUs, cluster overview", "The cluster's GPUs, who holds them and the Slurm daemons' health.")
     board = section(
         board,
         "GPUs and daemons",
-        stat("Slurm GPUs", "GPUs of the Slurm nodes.", f"sum({series.NODE_GPUS})"),
-        stat("Slurm GPUs allocated", "GPUs allocated to running Slurm jobs.", f"sum({series.NODE_GPUS_ALLOCATED})"),
-        stat("Slurm GPUs pending", "GPUs that pending Slurm jobs ask for.", f"sum({series.ACCOUNT_GPUS_PENDING})"),
+        stat("Slurm GPUs", "GPUs of the Slurm nodes.", f"sum({slurm(series.NODE_GPUS)})"),
+        stat("Slurm GPUs allocated", "GPUs allocated to running Slurm jobs.", f"sum({slurm(series.NODE_GPUS_ALLOCATED)})"),
+        stat("Slurm GPUs pending", "GPUs that pending Slurm jobs ask for.", f"sum({slurm(series.ACCOUNT_GPUS_PENDING)})"),
         stat("Kueue GPUs in use", "GPUs of the Kubernetes jobs Kueue admitted.", f"sum({selector(series.TENANT_GPUS_ALLOCATED, scheduler='kueue')})"),
-        stat("slurmctld", "scontrol ping, as the exporter saw it last.", f"min({series.SLURMCTLD_UP})", mappings=up_mapping()),
-        stat("slurmdbd", "sacctmgr's answer, as the exporter saw it last.", f"min({series.SLURMDBD_UP})", mappings=up_mapping()),
+        stat("slurmctld", "scontrol ping, as the exporter saw it last.", f"min({slurm(series.SLURMCTLD_UP)})", mappings=up_mapping()),
+        stat("slurmdbd", "sacctmgr's answer, as the exporter saw it last.", f"min({slurm(series.SLURMDBD_UP)})", mappings=up_mapping()),
     )
     board = section(
         board,
@@ -247,7 +269,7 @@ def overview(config: PlatformConfig) -> Board:
             "Slurm nodes by state",
             "How many Slurm nodes are in each state (idle, mixed, allocated, drained, down...).",
             "none",
-            query(f"count by (state) ({series.NODE_STATE})", "{{state}}"),
+            query(f"count by (state) ({slurm(series.NODE_STATE)})", "{{state}}"),
             stacked=True,
         ),
     )
@@ -256,7 +278,7 @@ def overview(config: PlatformConfig) -> Board:
         "Demand and freshness",
         timeseries(
             "Pending demand per tenant",
-            "GPUs that each tenant's pending Slurm jobs ask for, and its pending Kueue workloads.",
+            "GPUs that each tenant's pending jobs ask for, Slurm and Kueue apart.",
             "none",
             query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_PENDING})", "{{tenant}} ({{scheduler}})"),
         ),
@@ -264,7 +286,7 @@ def overview(config: PlatformConfig) -> Board:
             "Age of the exporter's data",
             "Seconds since the Slurm exporter last asked slurmctld and slurmdbd successfully: a rising line is a stale exporter.",
             "s",
-            query(f"time() - max({series.COLLECTED_AT})", "age"),
+            query(f"time() - max({slurm(series.COLLECTED_AT)})", "age"),
         ),
     )
 
@@ -278,17 +300,16 @@ def tenant_panel(tenant: TenantConfig, scheduler: Scheduler) -> timeseries_build
     def of(name: str) -> str:
         return selector(name, tenant=tenant.name, scheduler=scheduler)
 
-    pending = "pending GPUs" if scheduler == "slurm" else "pending workloads"
     where = "Slurm" if scheduler == "slurm" else "Kueue"
     return timeseries(
         f"{tenant.name}: {where}",
         f"{tenant.name}'s GPUs under {where}: guaranteed ({guarantee_text(tenant, scheduler)}; the dashed line), in use, borrowed "
-        f"above the guarantee, and its {pending}.",
+        f"above the guarantee, and the GPUs its pending jobs ask for.",
         "none",
         query(of(series.TENANT_GPUS_GUARANTEED), "guaranteed"),
         query(of(series.TENANT_GPUS_ALLOCATED), "in use"),
         query(of(series.TENANT_GPUS_BORROWED), "borrowed"),
-        query(of(series.TENANT_GPUS_PENDING), pending),
+        query(of(series.TENANT_GPUS_PENDING), "pending"),
     ).override_by_name("guaranteed", limit_line())
 
 
@@ -313,13 +334,14 @@ def tenants(config: PlatformConfig) -> Board:
 
 
 def jobs(config: PlatformConfig) -> Board:
+    slurm = exporter_series(config)
     tenant = Regex("$" + TENANT_VARIABLE)
     # DCGM labels a GPU with the Slurm job id the prolog wrote (hpc_job); the exporter's job series, relabelled
     # to hpc_job, adds the job's account and partition (0 * keeps DCGM's value).
-    accounts = f'label_replace({selector(series.JOB_GPUS, account=tenant)}, "hpc_job", "$1", "job_id", "(.+)")'
+    accounts = f'label_replace({slurm(series.JOB_GPUS, account=accounts_of(tenant))}, "hpc_job", "$1", "job_id", "(.+)")'
     per_job = f"avg by (hpc_job) ({selector(DCGM_GPU_UTIL, hpc_job=Regex('.+'))}) + on (hpc_job) group_left (account, partition) (0 * {accounts})"
     memory = f"sum by (hpc_job) ({selector(DCGM_FB_USED, hpc_job=Regex('.+'))}) + on (hpc_job) group_left (account) (0 * {accounts})"
-    pods = selector(DCGM_GPU_UTIL, namespace=tenant, pod=Regex(".+"))
+    pods = selector(DCGM_GPU_UTIL, **{DCGM_POD_NAMESPACE: tenant, DCGM_POD: Regex(".+")})
     board = new_dashboard(config, "jobs", "GPU utilisation per job", "Each Slurm job's and each Kueue pod's GPU utilisation (DCGM).")
     board = section(
         board.with_variable(tenant_variable(config)),
@@ -344,7 +366,7 @@ def jobs(config: PlatformConfig) -> Board:
             "GPU utilisation per Kueue pod",
             "The mean utilisation of a pod's GPUs in a tenant's namespace (DCGM's pod mapping).",
             "percent",
-            query(f"avg by (namespace, pod) ({pods})", "{{namespace}}/{{pod}}"),
+            query(f"avg by ({DCGM_POD_NAMESPACE}, {DCGM_POD}) ({pods})", f"{{{{{DCGM_POD_NAMESPACE}}}}}/{{{{{DCGM_POD}}}}}"),
         ).max(100),
         timeseries(
             "Kueue workloads",
@@ -357,6 +379,7 @@ def jobs(config: PlatformConfig) -> Board:
 
 
 def nodes(config: PlatformConfig) -> Board:
+    slurm = exporter_series(config)
     gpu = "{{Hostname}} GPU {{gpu}}"
     board = new_dashboard(
         config, "nodes", "Nodes and their health", "Slurm's node states and reasons, Kubernetes' node conditions, and the GPUs' health (DCGM)."
@@ -367,7 +390,7 @@ def nodes(config: PlatformConfig) -> Board:
         table(
             "Slurm nodes out of service",
             "Nodes down, drained, draining or failing, with Slurm's reason (scontrol update nodename=<node> state=resume once fixed).",
-            selector(series.NODE_STATE, state=Regex(UNHEALTHY_NODE_STATES)),
+            slurm(series.NODE_STATE, state=Regex(UNHEALTHY_NODE_STATES)),
             width=12,
         ),
         table(
@@ -380,7 +403,7 @@ def nodes(config: PlatformConfig) -> Board:
             "GPUs allocated per Slurm node",
             "The share of each Slurm node's GPUs allocated to jobs.",
             "percentunit",
-            query(f"{series.NODE_GPUS_ALLOCATED} / on (node) {series.NODE_GPUS}", "{{node}}"),
+            query(f"{slurm(series.NODE_GPUS_ALLOCATED)} / on (node) {slurm(series.NODE_GPUS)}", "{{node}}"),
             width=GRID,
         ).max(1),
     )
