@@ -290,6 +290,35 @@ def test_the_exporters_series_are_this_stacks(config):
     assert checked >= 10
 
 
+def test_node_health_reads_per_node_and_tables_show_only_their_labels(config):
+    """A GPU's DCGM series splits each time its job or pod changes and forty GPUs are forty lines: the GPU panels
+    aggregate per node. Tables aggregate to the labels they show, not the scrape's job, instance and pod."""
+    board = dashboards.as_json(dashboards.built(config, "nodes"))
+    dcgm = [panel for panel in board["panels"] if panel["type"] == "timeseries" and "DCGM" in panel["targets"][0]["expr"]]
+    assert len(dcgm) == 3
+    for panel in dcgm:
+        ((target,),) = [panel["targets"]]
+        assert re.match(r"(max|sum|avg) by \(Hostname\) \(DCGM_FI_DEV_\w+\)$", target["expr"]), target["expr"]
+        assert target["legendFormat"] == "{{Hostname}}"
+    tables = [
+        panel for slug in dashboards.BUILDERS for panel in dashboards.as_json(dashboards.built(config, slug))["panels"] if panel["type"] == "table"
+    ]
+    assert len(tables) == 4
+    for panel in tables:
+        assert re.search(r"(max|avg) by \(", panel["targets"][0]["expr"]), panel["title"]
+        (organize,) = [t["options"] for t in panel["transformations"] if t["id"] == "organize"]
+        assert organize["excludeByName"]["Time"] is True
+
+
+def test_borrowed_and_lent_keep_slurm_and_kueue_apart(config):
+    board = dashboards.as_json(dashboards.built(config, "tenants"))
+    (panel,) = [panel for panel in board["panels"] if panel["title"] == "Borrowed and lent"]
+    assert [t["expr"] for t in panel["targets"]] == [
+        f"sum by (tenant, scheduler) ({series.TENANT_GPUS_BORROWED})",
+        f"sum by (tenant, scheduler) ({series.TENANT_GPUS_LENT})",
+    ]
+
+
 # --- The ConfigMaps ---------------------------------------------------------------------------------
 
 

@@ -50,6 +50,7 @@ KUBE_NODE_CONDITION = "kube_node_status_condition"  # labels: node, condition, s
 # false, its default) keeps the scrape target's own namespace and pod labels, and Prometheus renames the exporter's.
 DCGM_POD_NAMESPACE = "exported_namespace"
 DCGM_POD = "exported_pod"
+DCGM_NODE = "Hostname"  # the Kubernetes node (the GPU operator sets dcgm-exporter's NODE_NAME)
 
 # What Grafana's sidecar (kube-prometheus-stack's grafana.sidecar.dashboards.label) loads.
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -151,19 +152,23 @@ def stat(
     return panel.mappings(mappings) if mappings else panel
 
 
-def table(title: str, description: str, expr: str, width: int = GRID) -> table_builder.Panel:
+def table(title: str, description: str, expr: str, width: int = GRID, value: str | None = None, unit: str = "none") -> table_builder.Panel:
+    """One row per series of an instant query: its labels, and its value headed `value` (no value column without)."""
+    organize: dict[str, Any] = {"excludeByName": {"Time": True, **({} if value else {"Value": True})}}
+    if value:
+        organize["renameByName"] = {"Value": value}
     return (
         table_builder.Panel()
         .title(title)
         .description(description)
         .datasource(DATASOURCE)
+        .unit(unit)
         .span(width)
         .height(8)
         .show_header(True)
         .filterable(True)
         .with_target(query(expr, instant=True).ref_id(ref_id(0)))
-        # One row per series: its labels and its value, without the time column an instant query adds.
-        .with_transformation(dashboard_model.DataTransformerConfig(id_val="organize", options={"excludeByName": {"Time": True}}))
+        .with_transformation(dashboard_model.DataTransformerConfig(id_val="organize", options=organize))
     )
 
 
@@ -322,8 +327,8 @@ def tenants(config: PlatformConfig) -> Board:
             "Borrowed and lent",
             "GPUs each tenant uses above its guarantee (borrowed) and leaves to others below it (lent).",
             "none",
-            query(f"sum by (tenant) ({series.TENANT_GPUS_BORROWED})", "{{tenant}} borrowed"),
-            query(f"sum by (tenant) ({series.TENANT_GPUS_LENT})", "{{tenant}} lent"),
+            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_BORROWED})", "{{tenant}} ({{scheduler}}) borrowed"),
+            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_LENT})", "{{tenant}} ({{scheduler}}) lent"),
             width=GRID,
         ),
     )
@@ -357,6 +362,8 @@ def jobs(config: PlatformConfig) -> Board:
             "Running Slurm jobs, least busy first",
             "Each running job's mean GPU utilisation now: a job that holds GPUs and leaves them idle comes first.",
             f"sort({per_job})",
+            value="GPU utilisation",
+            unit="percent",
         ),
     )
     return section(
@@ -380,7 +387,7 @@ def jobs(config: PlatformConfig) -> Board:
 
 def nodes(config: PlatformConfig) -> Board:
     slurm = exporter_series(config)
-    gpu = "{{Hostname}} GPU {{gpu}}"
+    node = "{{" + DCGM_NODE + "}}"
     board = new_dashboard(
         config, "nodes", "Nodes and their health", "Slurm's node states and reasons, Kubernetes' node conditions, and the GPUs' health (DCGM)."
     )
@@ -390,13 +397,13 @@ def nodes(config: PlatformConfig) -> Board:
         table(
             "Slurm nodes out of service",
             "Nodes down, drained, draining or failing, with Slurm's reason (scontrol update nodename=<node> state=resume once fixed).",
-            slurm(series.NODE_STATE, state=Regex(UNHEALTHY_NODE_STATES)),
+            f"max by (node, state, reason) ({slurm(series.NODE_STATE, state=Regex(UNHEALTHY_NODE_STATES))})",
             width=12,
         ),
         table(
             "Kubernetes nodes not Ready",
             "Nodes whose Ready condition is not true (kube-state-metrics).",
-            f"{selector(KUBE_NODE_CONDITION, condition='Ready', status='true')} == 0",
+            f"max by (node) ({selector(KUBE_NODE_CONDITION, condition='Ready', status='true')}) == 0",
             width=12,
         ),
         timeseries(
@@ -413,11 +420,27 @@ def nodes(config: PlatformConfig) -> Board:
         table(
             "GPUs with an XID error",
             "The last XID error of each GPU that reported one (79: fallen off the bus; 48, 63, 64, 94, 95: memory errors).",
-            f"{DCGM_XID_ERRORS} > 0",
+            f"max by ({DCGM_NODE}, gpu, UUID) ({DCGM_XID_ERRORS}) > 0",
+            value="XID",
         ),
-        timeseries("GPU temperature", "Each GPU's temperature.", "celsius", query(DCGM_GPU_TEMP, gpu), width=8),
-        timeseries("GPU power", "Each GPU's power draw.", "watt", query(DCGM_POWER_USAGE, gpu), width=8),
-        timeseries("GPU utilisation", "Each GPU's utilisation, whoever uses it.", "percent", query(DCGM_GPU_UTIL, gpu), width=8).max(100),
+        # Per node, not per GPU: forty lines are unreadable, and a GPU's series splits each time its job or pod changes.
+        timeseries(
+            "Hottest GPU per node",
+            "The highest GPU temperature of each node.",
+            "celsius",
+            query(f"max by ({DCGM_NODE}) ({DCGM_GPU_TEMP})", node),
+            width=8,
+        ),
+        timeseries(
+            "GPU power per node", "The power its GPUs draw together.", "watt", query(f"sum by ({DCGM_NODE}) ({DCGM_POWER_USAGE})", node), width=8
+        ),
+        timeseries(
+            "GPU utilisation per node",
+            "The mean utilisation of each node's GPUs, whoever uses them.",
+            "percent",
+            query(f"avg by ({DCGM_NODE}) ({DCGM_GPU_UTIL})", node),
+            width=8,
+        ).max(100),
     )
 
 
