@@ -188,7 +188,8 @@ def datasource_variable() -> dashboard_builder.DatasourceVariable:
 
 
 def tenant_variable(config: PlatformConfig) -> dashboard_builder.CustomVariable:
-    """The tenants of the config, one or several picked (all by default): a regular expression in the queries."""
+    """The tenants of the config, one or several picked: a regular expression in the queries. All (the default) is
+    every account and namespace, so that jobs of accounts no tenant owns show too, and a stack without tenants."""
     names = [tenant.name for tenant in config.tenants]
     return (
         dashboard_builder.CustomVariable(TENANT_VARIABLE)
@@ -196,7 +197,7 @@ def tenant_variable(config: PlatformConfig) -> dashboard_builder.CustomVariable:
         .values(",".join(names))
         .multi(True)
         .include_all(True)
-        .all_value("|".join(names))
+        .all_value(".*")
         .current(dashboard_model.VariableOption(selected=True, text=["All"], value=["$__all"]))
     )
 
@@ -370,8 +371,8 @@ def jobs(config: PlatformConfig) -> Board:
         board,
         "Kueue pods",
         timeseries(
-            "GPU utilisation per Kueue pod",
-            "The mean utilisation of a pod's GPUs in a tenant's namespace (DCGM's pod mapping).",
+            "GPU utilisation per pod",
+            "The mean utilisation of a pod's GPUs (DCGM's pod mapping): a Kueue workload's in its tenant's namespace.",
             "percent",
             query(f"avg by ({DCGM_POD_NAMESPACE}, {DCGM_POD}) ({pods})", f"{{{{{DCGM_POD_NAMESPACE}}}}}/{{{{{DCGM_POD}}}}}"),
         ).max(100),
