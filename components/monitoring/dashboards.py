@@ -6,9 +6,9 @@ that Grafana's dashboard sidecar loads (label grafana_dashboard: "1"; docs/monit
 - tenants: for every tenant of the config, and for Slurm and Kueue apart, its GPUs in use, borrowed and
   pending over time with its guarantee drawn as a dashed line;
 - jobs: each Slurm job's GPU utilisation (DCGM's per-GPU series, labelled hpc_job by the prolog's job
-  mapping, joined to the exporter's job series for the account) and each Kueue pod's (DCGM's pod labels);
-- nodes: Slurm's node states with their reasons, Kubernetes' NotReady nodes, XID errors, GPU temperature,
-  power and memory (DCGM).
+  mapping, joined to the exporter's job series for the account) and each pod's (DCGM's pod labels);
+- nodes: Slurm's node states with their reasons, Kubernetes' NotReady nodes, XID errors, and per node the
+  hottest GPU, the GPUs' power and their utilisation (DCGM).
 
 Every query names a series from series.py (the exporter's and the recording rules') or one of the few
 DCGM, Kueue and kube-state-metrics series below, which tests/test_monitoring_dashboards.py checks.
@@ -458,10 +458,9 @@ def built(config: PlatformConfig, slug: str) -> dashboard_model.Dashboard:
     return board
 
 
-def as_json(board: Builder[dashboard_model.Dashboard] | dashboard_model.Dashboard) -> dict[str, Any]:
+def as_json(board: dashboard_model.Dashboard) -> dict[str, Any]:
     """The dashboard's JSON model, as Grafana imports it."""
-    model = board.build() if isinstance(board, Builder) else board
-    return json.loads(json.dumps(model, cls=JSONEncoder))
+    return json.loads(json.dumps(board, cls=JSONEncoder))
 
 
 def config_map(config: PlatformConfig, slug: str) -> dict[str, Any]:
