@@ -386,7 +386,7 @@ def test_keys_of_other_namespaces_are_not_ours_and_pass(monkeypatch):
         ({"nodePools[0].gpusPerNod": 8}, "slurm-platform:nodePools[0].gpusPerNod: unknown key; did you mean gpusPerNode?"),
         (
             {"zzz": 1},
-            "slurm-platform:zzz: unknown key (allowed: cloud, cluster, environment, kubernetes, ldap, networkPolicies, nodePools, operators, region, regionQuota, slurm,",
+            "slurm-platform:zzz: unknown key (allowed: cloud, cluster, environment, kubernetes, ldap, monitoring, networkPolicies, nodePools, operators, region, regionQuota, slurm,",
         ),
     ],
 )

@@ -53,7 +53,7 @@ DCGM_POD = "exported_pod"
 DCGM_NODE = "Hostname"  # the Kubernetes node (the GPU operator sets dcgm-exporter's NODE_NAME)
 
 # What Grafana's sidecar (kube-prometheus-stack's grafana.sidecar.dashboards.label) loads.
-SIDECAR_LABEL = {"grafana_dashboard": "1"}
+SIDECAR_LABEL = {series.DASHBOARD_LABEL: series.DASHBOARD_LABEL_VALUE}
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
 TAGS = ["slurm-platform", "gpus"]
 # The Prometheus data source each panel asks: picked in the dashboard (kube-prometheus-stack's Grafana has one,
