@@ -79,8 +79,8 @@ class Case:
     after: int  # minutes: firing
     cleared: list[int] = field(default_factory=list)  # minutes: no longer firing
 
-    def test_group(self) -> dict[str, Any]:
-        checks = [{"eval_time": f"{self.before}m", "alertname": self.alert, "exp_alerts": []}]
+    def promtool_group(self) -> dict[str, Any]:
+        checks: list[dict[str, Any]] = [{"eval_time": f"{self.before}m", "alertname": self.alert, "exp_alerts": []}]
         checks.append({"eval_time": f"{self.after}m", "alertname": self.alert, "exp_alerts": self.fires})
         checks += [{"eval_time": f"{minute}m", "alertname": self.alert, "exp_alerts": []} for minute in self.cleared]
         return {
@@ -263,7 +263,7 @@ def test_promtool_evaluates_the_tenants_rules_and_every_alert_on_its_input(promt
         4,
         6,
     )
-    groups = [tenant_cases(config), *(case.test_group() for case in cases), {**absent_exporter.test_group(), "name": "no exporter at all"}]
+    groups = [tenant_cases(config), *(case.promtool_group() for case in cases), {**absent_exporter.promtool_group(), "name": "no exporter at all"}]
     tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": groups}
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
     output = run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)

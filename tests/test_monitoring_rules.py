@@ -13,7 +13,8 @@ import pytest
 
 from components.config import PlatformConfig, parse_config
 from components.monitoring import rules, series
-from tests.harness import example_stacks, stack_config
+from tests.harness import ROOT, example_stacks, stack_config
+from tools import docs
 
 STACK = "prod-hoalac"  # three tenants, one of them (vision) with kueueCells; LDAP, the jail, cert-manager
 
@@ -162,6 +163,32 @@ def test_the_thresholds_come_from_monitoring_alerts():
     assert by_name["TenantBelowGuarantee"]["for"] == "25m"
     assert by_name["JailFilesystemFull"]["expr"].endswith("> 77")
     assert by_name["CertificateExpiringSoon"]["expr"].endswith(f"< {3 * 86400}")
+
+
+def test_every_alert_has_severity_summary_description_and_a_runbook_in_docs():
+    page = (ROOT / docs.MONITORING_PAGE).read_text()
+    found = 0
+    for rule in all_rules(monitored(STACK)):
+        if "alert" not in rule:
+            continue
+        found += 1
+        assert rule["labels"]["severity"] in {"critical", "warning"}
+        assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
+        path, anchor = rule["annotations"]["runbook_url"].split("#")
+        assert path == "docs/monitoring.md" and f"### {rule['alert']}" in page and anchor == rule["alert"].lower()
+    assert found == len(rules.ALERTS)
+
+
+def test_the_monitoring_page_lists_the_rules_and_alerts_make_docs_generates():
+    page = (ROOT / docs.MONITORING_PAGE).read_text()
+    assert docs.render_monitoring(page) == page, "run `make docs` and commit docs/monitoring.md"
+    for record in rules.RECORDS:
+        assert f"| `{record.name}` |" in page
+    for alert in rules.ALERTS.values():
+        assert f"What to do: {alert.action}" in page
+    # Under their own headings, in that order.
+    assert page.index("## Per tenant") < page.index(docs.RECORDS_MARKERS[0]) < page.index("## Alerts and what to do")
+    assert page.index("## Alerts and what to do") < page.index(docs.ALERTS_MARKERS[0]) < page.index(docs.ALERTS_MARKERS[1])
 
 
 def test_the_jail_ldap_and_certificates_are_looked_for_where_the_stack_puts_them():

@@ -91,7 +91,7 @@ RECORDS = (
     Record(
         series.TENANT_GPUS_PENDING,
         "The GPUs its waiting jobs ask for: demand the guarantee should meet. Above 0 while it lends is the guarantee broken "
-        "(alert TenantBelowGuarantee).",
+        "(alert [TenantBelowGuarantee](#tenantbelowguarantee)).",
         f"`{series.ACCOUNT_GPUS_PENDING}` of its account `<tenant>` (prod and test jobs; its oppo jobs wait for idle GPUs by design)",
         f"`{KUEUE_PENDING_RESOURCES}` of its ClusterQueue, resource `{GPU}` (GPUs, not workloads)",
     ),
@@ -144,7 +144,7 @@ ALERTS = {
             "`scontrol ping` from the exporter finds no primary slurmctld.",
             "No job starts or ends: the controller is down or unreachable from the exporter.",
             "Look at the controller pod (`kubectl -n <cluster namespace> get pods`, its logs); a pod that restarts in a loop "
-            'often has a bad slurm.conf after a deploy; docs/operations.md "Waiting until Slurm is up" lists what to look at.',
+            "often has a bad slurm.conf after a deploy ([Waiting until Slurm is up](operations.md#waiting-until-slurm-is-up)).",
             "always (monitoring.enabled)",
         ),
         Alert(
@@ -154,7 +154,8 @@ ALERTS = {
             "`sacctmgr show cluster` from the exporter fails.",
             "Accounting is down: limits (each tenant's GrpTRES) and fairshare come from slurmdbd; slurmctld queues the records "
             "meanwhile, and new accounts or QOS cannot be added.",
-            "Look at the accounting pod and its MariaDB (docs/operations.md); the tenants' sacctmgr Job fails while it is down.",
+            "Look at the accounting pod and its MariaDB ([Backing up the accounting database](operations.md#backing-up-the-accounting-database)); "
+            "the tenants' sacctmgr Job fails while it is down.",
             "with slurm.accounting.enabled",
         ),
         Alert(
@@ -196,7 +197,7 @@ ALERTS = {
             "monitoring.alerts.guaranteeBrokenFor. Borrowers should have been preempted.",
             "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): a reason other "
             "than Resources or Priority (a QOS or association limit), a drained node of its pool, or preemption not happening "
-            "(docs/tenants.md).",
+            "([Tenants and GPU sharing](tenants.md)).",
             "per tenant with cells (Slurm) or kueueCells (Kueue)",
         ),
         Alert(
@@ -216,7 +217,7 @@ ALERTS = {
             "The jail claim {{ $labels.persistentvolumeclaim }} is {{ $value | humanize }}% full.",
             "The shared root filesystem of every Slurm pod is nearly full (fuller than monitoring.alerts.jailFullPercent): "
             "jobs writing there fail next.",
-            "Find what grew (`du -xsh /home/* /opt/*` on a login node), clean up, or grow storage.jail.size (docs/configuration.md).",
+            "Find what grew (`du -xsh /home/* /opt/*` on a login node), clean up, or grow storage.jail.size ([Configuration](configuration.md)).",
             "with the jail claim (soperator, or kept after a switch from it)",
         ),
         Alert(
@@ -226,7 +227,7 @@ ALERTS = {
             "StatefulSet {{ $labels.statefulset }} has no ready pod.",
             "No login resolves users: sssd and nslcd on the Slurm pods cannot reach the directory, so logins and new jobs' user lookups fail.",
             "`kubectl -n <cluster namespace> describe statefulset ldap` and its pod's logs; a full data claim or a bad TLS secret "
-            'are the usual causes (docs/tenants.md "The directory follows the config").',
+            "are the usual causes ([The directory follows the config](tenants.md#the-directory-follows-the-config)).",
             "with ldap.enabled",
         ),
         Alert(
