@@ -202,3 +202,16 @@ def test_the_jail_ldap_and_certificates_are_looked_for_where_the_stack_puts_them
         namespaces.group(1).split("|")
     )
     assert "default" not in namespaces.group(1).split("|")
+
+
+def test_the_node_exporter_built_for_tests_is_the_version_the_exporter_deploys():
+    """scripts/prometheus-local.sh builds node_exporter from this module: the one the tests scrape is the image's version."""
+    go_mod = (ROOT / "scripts" / "kube" / "prometheus" / "node-exporter" / "go.mod").read_text()
+    pinned = re.search(r"^require github\.com/prometheus/node_exporter (v\S+)$", go_mod, re.MULTILINE)
+    assert pinned is not None
+    assert PlatformConfig().monitoring.slurm_exporter.node_exporter_version == pinned.group(1)
+    # And the cache directory the script names is Prometheus's version in its module.
+    script = (ROOT / "scripts" / "prometheus-local.sh").read_text()
+    prometheus = (ROOT / "scripts" / "kube" / "prometheus" / "go.mod").read_text()
+    version = re.search(r"^PROMETHEUS_VERSION=(v\S+)$", script, re.MULTILINE)
+    assert version is not None and f"require github.com/prometheus/prometheus {version.group(1)}\n" in prometheus
