@@ -128,6 +128,9 @@ def tenant_cases(config: PlatformConfig) -> dict[str, Any]:
         (series.ACCOUNT_GPUS_PENDING, {"namespace": namespace, "account": "speech-oppo", "partition": "h100", "reason": "Resources"}, steady(8)),
         # Another stack's exporter in the same Prometheus: not ours.
         (series.ACCOUNT_GPUS_ALLOCATED, {"namespace": "elsewhere", "account": "llm", "partition": "h100"}, steady(100)),
+        # Another stack's tenant, recorded by its own rules in the same Prometheus: left to them.
+        (series.TENANT_GPUS_GUARANTEED, {"tenant": "other", "scheduler": "slurm"}, steady(0)),
+        (series.TENANT_GPUS_ALLOCATED, {"tenant": "other", "scheduler": "slurm"}, steady(5)),
         (rules.KUEUE_USAGE, {**queue, "replica_role": "leader"}, steady(10)),
         # A follower replica reports the same usage: counted once.
         (rules.KUEUE_USAGE, {**queue, "replica_role": "follower"}, steady(10)),
@@ -152,7 +155,9 @@ def tenant_cases(config: PlatformConfig) -> dict[str, Any]:
             {"labels": selector(name, {"scheduler": scheduler, "tenant": tenant}), "value": values[what]}
             for (tenant, scheduler), values in expected.items()
         ]
-        exprs.append({"expr": name, "eval_time": "5m", "exp_samples": samples})
+        # The other stack's own series are there as input; what this stack records of it is nothing.
+        ours = name if what in ("borrowed", "lent") else f'{name}{{tenant!="other"}}'
+        exprs.append({"expr": ours, "eval_time": "5m", "exp_samples": samples})
     # GPU-hours of the last hour: allocated is steady, so the average is allocated, at 1h as at 5m.
     hours = [
         {"labels": selector(series.TENANT_GPU_HOURS_1H, {"scheduler": scheduler, "tenant": tenant}), "value": values["allocated"]}

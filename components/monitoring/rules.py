@@ -1,10 +1,11 @@
 """The recording rules and alerts, as one PrometheusRule generated from the tenants and the config.
 
-Recording rules (group `<cluster>.tenants`): per tenant and scheduler, its guarantee beside its use.
+Recording rules (group `slurm-platform.<cluster>.tenants`): per tenant and scheduler, its guarantee beside its use.
 Slurm: the tenant's cells (`TenantConfig.guaranteed_gpus`) against the GPUs of its two accounts
 (`<tenant>` and `<tenant>-oppo`, components/tenancy.py) from the Slurm exporter. Kueue: its kueueCells
 (`TenantConfig.kueue_gpus` over the GPU pools) against its ClusterQueue `<tenant>` (components/kueue.py)
-from Kueue's own metrics. Borrowed, lent and GPU-hours follow from those, one rule for every tenant.
+from Kueue's own metrics. Borrowed, lent and GPU-hours follow from those, one rule for all of this
+stack's tenants (another stack's, in the same Prometheus, are its own rules' business).
 
 Alerts: one group per concern, each alert only where its target exists in this config (no Kueue alert
 without Kueue, no LDAP alert without the directory, ...). Every alert carries a severity, a summary,
@@ -307,10 +308,16 @@ def tenant_records(config: PlatformConfig) -> list[dict[str, Any]]:
     return rules
 
 
-def derived_records() -> list[dict[str, Any]]:
-    """Borrowed, lent and GPU-hours: one rule each for every tenant (matched on tenant and scheduler),
+def this_stacks(config: PlatformConfig, name: str) -> str:
+    """A tenant series of this stack's tenants only: a Prometheus that also holds another stack's rules
+    would otherwise record (and alert on) its tenants twice."""
+    return f'{name}{{tenant=~"{_one_of([tenant.name for tenant in config.tenants])}"}}'
+
+
+def derived_records(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Borrowed, lent and GPU-hours: one rule each for all its tenants (matched on tenant and scheduler),
     after the per-tenant rules of the same group, which Prometheus evaluates in order."""
-    allocated, guaranteed = series.TENANT_GPUS_ALLOCATED, series.TENANT_GPUS_GUARANTEED
+    allocated, guaranteed = this_stacks(config, series.TENANT_GPUS_ALLOCATED), this_stacks(config, series.TENANT_GPUS_GUARANTEED)
     return [
         {"record": series.TENANT_GPUS_BORROWED, "expr": f"clamp_min({allocated} - {guaranteed}, 0)"},
         {"record": series.TENANT_GPUS_LENT, "expr": f"clamp_min({guaranteed} - {allocated}, 0)"},
@@ -346,7 +353,8 @@ def gpu_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
 def tenant_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
     if not config.tenants:
         return []
-    below = f"{series.TENANT_GPUS_ALLOCATED} < {series.TENANT_GPUS_GUARANTEED} and {series.TENANT_GPUS_PENDING} > 0"
+    allocated, guaranteed = this_stacks(config, series.TENANT_GPUS_ALLOCATED), this_stacks(config, series.TENANT_GPUS_GUARANTEED)
+    below = f"{allocated} < {guaranteed} and {this_stacks(config, series.TENANT_GPUS_PENDING)} > 0"
     return [_alert("TenantBelowGuarantee", below, config.monitoring.alerts.guarantee_broken_for)]
 
 
@@ -389,7 +397,7 @@ def rule_groups(config: PlatformConfig) -> dict[str, Any]:
     stacks' rules in one Prometheus stay apart; empty groups left out."""
     prefix = f"slurm-platform.{config.cluster.name}"
     groups: list[tuple[str, list[dict[str, Any]]]] = [
-        ("tenants", [*tenant_records(config), *derived_records()] if config.tenants else []),
+        ("tenants", [*tenant_records(config), *derived_records(config)] if config.tenants else []),
         ("tenant-alerts", tenant_alerts(config)),
         ("slurm", slurm_alerts(config)),
         ("gpus", gpu_alerts(config)),
