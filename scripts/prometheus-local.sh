@@ -49,7 +49,7 @@ build() {
 		echo "$bin"
 		return
 	fi
-	echo "prometheus-local: building prometheus $PROMETHEUS_VERSION, promtool and node_exporter (cold build about 6 min; log: $root/build.log)" >&2
+	echo "prometheus-local: building prometheus $PROMETHEUS_VERSION, promtool and node_exporter (cold build about 17 min on 2 shared cores; log: $root/build.log)" >&2
 	rm -f "$root/.stamp"
 	if ! {
 		go_build "$module" github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool &&
