@@ -138,6 +138,7 @@ docs: $(STAMP)
 benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PYTHON) benchmarks/tenant_cells.py
+	$(PYTHON) benchmarks/monitoring_rules.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PYTHON) benchmarks/preflight.py
