@@ -139,6 +139,9 @@ def kueue_configuration(config: PlatformConfig) -> dict[str, Any]:
         **KUEUE_DEFAULT_CONFIGURATION,
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": namespaces_named(tenant_namespace_names(config)),
+        # The per-ClusterQueue usage, quota and pending-GPU series the tenants' recording rules read
+        # (components/monitoring/rules.py) exist only with this on.
+        **({"metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True}} if config.monitoring.enabled else {}),
     }
 
 

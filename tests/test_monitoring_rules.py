@@ -13,6 +13,7 @@ import pytest
 
 from components.config import PlatformConfig, parse_config
 from components.monitoring import rules, series
+from components.operator_charts import kueue_configuration
 from tests.harness import ROOT, example_stacks, stack_config
 from tools import docs
 
@@ -56,8 +57,7 @@ def series_named(expr: str) -> set[str]:
 
 
 def test_nothing_with_monitoring_off():
-    config = parse_config(stack_config(STACK))
-    assert not config.monitoring.enabled
+    config = parse_config(stack_config(STACK) | {"monitoring": {"enabled": False}})
     assert rules.render(config) == []
 
 
@@ -215,3 +215,11 @@ def test_the_node_exporter_built_for_tests_is_the_version_the_exporter_deploys()
     prometheus = (ROOT / "scripts" / "kube" / "prometheus" / "go.mod").read_text()
     version = re.search(r"^PROMETHEUS_VERSION=(v\S+)$", script, re.MULTILINE)
     assert version is not None and f"require github.com/prometheus/prometheus {version.group(1)}\n" in prometheus
+
+
+def test_kueue_publishes_the_cluster_queue_series_the_tenants_rules_read_only_with_monitoring():
+    metric_names = {name for rule in all_rules(monitored("prod-hoalac")) for name in series_named(rule["expr"])}
+    assert {name for name in metric_names if name.startswith("kueue_cluster_queue_")}, "the rules read no ClusterQueue series"
+    assert kueue_configuration(monitored("prod-hoalac"))["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
+    unmonitored = parse_config(stack_config("prod-hoalac") | {"monitoring": {"enabled": False}})
+    assert "enableClusterQueueResources" not in kueue_configuration(unmonitored)["metrics"]
