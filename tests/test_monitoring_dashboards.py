@@ -3,10 +3,7 @@ and survives a round trip through the SDK's typed model; every query names a ser
 Slurm exporter, DCGM, Kueue or kube-state-metrics produces; every tenant has its panels; the ConfigMaps are what
 Grafana's sidecar loads.
 
-PromQL has no parser in this virtualenv (nor a well-kept pure-Python one on PyPI), so `metric_names` below is a
-tokenizer that follows PromQL's lexer (Prometheus' promql/parser/lex.go): strings, label matchers, range and
-subquery brackets, numbers and durations, grouping label lists, function and aggregation names, keywords and
-Grafana's variables are told apart from the series names, and its own tests pin each of those cases.
+Series names are read by tests/promql.py's `metric_names`, whose cases are pinned here.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from components.config import parse_config
 from components.monitoring import dashboards, series
 from tests.contracts import kubernetes_errors
 from tests.harness import example_stacks, stack_config
+from tests.promql import metric_names
 
 STACK = "prod-hoalac"  # three tenants, one of them with Kueue cells
 
@@ -51,59 +49,6 @@ OTHERS = {
 ALLOWED = OURS | OTHERS
 PANEL_OPTIONS = {"timeseries": timeseries_model.Options, "stat": stat_model.Options, "table": table_model.Options}
 
-# --- PromQL's series names -------------------------------------------------------------------------
-
-TOKEN = re.compile(
-    r"""
-    (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
-  | (?P<variable>\$\{[^}]*\}|\$\w+|\[\[[^\]]*\]\])
-  | (?P<range>\[[^\]]*\])
-  | (?P<number>0[xX][0-9a-fA-F]+|\d[\w.]*|\.\d[\w.]*)
-  | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
-  | (?P<symbol>=~|!~|!=|==|<=|>=|[-+*/%^<>=@(){},])
-  | (?P<space>\s+)
-  | (?P<other>.)
-    """,
-    re.VERBOSE,
-)
-# Binary operators, modifiers and literals that read like names (lex.go's key words); case-insensitive there too.
-KEYWORDS = {"and", "or", "unless", "atan2", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
-# Followed by a parenthesised list of label names, never series.
-GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
-
-
-def tokens(expr: str) -> list[tuple[str, str]]:
-    found = [(match.lastgroup or "", match.group()) for match in TOKEN.finditer(expr)]
-    strays = [text for kind, text in found if kind == "other"]
-    assert not strays, f"{expr!r}: characters PromQL does not have: {strays}"
-    return [(kind, text) for kind, text in found if kind != "space"]
-
-
-def metric_names(expr: str) -> set[str]:
-    """The series an expression selects by name."""
-    names: set[str] = set()
-    items = tokens(expr)
-    braces = 0
-    skip_until_close = False
-    for index, (kind, text) in enumerate(items):
-        following = items[index + 1][1] if index + 1 < len(items) else ""
-        if skip_until_close:
-            skip_until_close = text != ")"
-            continue
-        assert text != "__name__", f"{expr!r}: name the series, not a __name__ matcher"
-        if text == "{":
-            braces += 1
-        elif text == "}":
-            braces -= 1
-        elif kind == "name" and braces == 0:  # inside braces: label names
-            if text.lower() in GROUPING and following == "(":
-                skip_until_close = True
-            # A function's or aggregation's name is followed by its arguments or its grouping.
-            elif text.lower() not in KEYWORDS and following not in ("(", "by", "without"):
-                names.add(text)
-    assert braces == 0, f"{expr!r}: unbalanced braces"
-    return names
-
 
 @pytest.mark.parametrize(
     ("expr", "names"),
@@ -117,6 +62,7 @@ def metric_names(expr: str) -> set[str]:
         ('count by(state)(h{state=~".*(down|drain).*", reason!="by (x) ignored"}) == Inf', {"h"}),
         ("sort(avg by (hpc_job) (i{hpc_job=~'.+'}) + on(hpc_job) group_left(account, partition) (0 * j))", {"i", "j"}),
         ("topk(3, k) + ${var} + [[old]] + 0x1F", {"k"}),
+        ('clamp_min(sum by (tenant) (a:b{x="y"}[5m]) - c, 0) or vector(0) and on (q) d == 79 unless absent(e{f="g"})', {"a:b", "c", "d", "e"}),
     ],
 )
 def test_metric_names_tells_series_from_everything_else(expr, names):
@@ -378,5 +324,5 @@ def test_the_config_maps_follow_the_prometheus_namespace(config):
 
 
 def test_nothing_when_monitoring_or_dashboards_are_off():
-    assert dashboards.render(parse_config(stack_config(STACK))) == []
+    assert dashboards.render(parse_config({**stack_config(STACK), "monitoring": {"enabled": False}})) == []
     assert dashboards.render(parse_config({**stack_config(STACK), "monitoring": {"enabled": True, "dashboards": False}})) == []

@@ -15,6 +15,7 @@ from components.config import PlatformConfig, parse_config
 from components.monitoring import rules, series
 from components.operator_charts import kueue_configuration
 from tests.harness import ROOT, example_stacks, stack_config
+from tests.promql import metric_names
 from tools import docs
 
 STACK = "prod-hoalac"  # three tenants, one of them (vision) with kueueCells; LDAP, the jail, cert-manager
@@ -29,7 +30,6 @@ KUEUE_METRICS = {
 }
 # Who else: NVIDIA's DCGM exporter, kube-state-metrics, the kubelet, cert-manager, and Prometheus's own `up`.
 OTHER_SOURCES = ("DCGM_FI_", "kube_", "kubelet_volume_stats_", "certmanager_")
-PROMQL_WORDS = {"and", "or", "unless", "by", "on", "without", "ignoring", "bool", "group_left", "group_right"}
 
 
 def monitored(stack: str, **overrides: Any) -> PlatformConfig:
@@ -44,16 +44,6 @@ def all_rules(config: PlatformConfig) -> list[dict[str, Any]]:
 
 def alert_names(config: PlatformConfig) -> set[str]:
     return {rule["alert"] for rule in all_rules(config) if "alert" in rule}
-
-
-def series_named(expr: str) -> set[str]:
-    """The metric names an expression reads: identifiers outside label matchers, ranges and strings that are
-    neither functions nor PromQL's keywords."""
-    bare = re.sub(r'"[^"]*"', "", expr)
-    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", bare)
-    bare = re.sub(r"\b(by|on|without|ignoring)\s*\([^)]*\)", "", bare)
-    names = {m.group() for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", bare) if not bare[m.end() :].lstrip().startswith("(")}
-    return names - PROMQL_WORDS
 
 
 def test_nothing_with_monitoring_off():
@@ -113,16 +103,11 @@ def test_every_rule_reads_only_series_something_we_run_produces(stack):
     exporter = {value for name, value in vars(series).items() if name.isupper() and isinstance(value, str)}
     checked = 0
     for rule in all_rules(config):
-        for name in series_named(rule["expr"]):
+        for name in metric_names(rule["expr"]):
             checked += 1
             known = name in exporter or name in KUEUE_METRICS or name == "up" or name.startswith(OTHER_SOURCES)
             assert known, f"{rule.get('alert') or rule.get('record')} reads {name}, which nothing we scrape produces"
     assert checked > 5
-
-
-def test_the_series_parser_finds_names_and_skips_functions_labels_and_keywords():
-    expr = 'clamp_min(sum by (tenant) (a:b{x="y"}[5m]) - c, 0) or vector(0) and on (q) d == 79 unless absent(e{f="g"})'
-    assert series_named(expr) == {"a:b", "c", "d", "e"}
 
 
 def without(config: PlatformConfig, **changes: Any) -> PlatformConfig:
@@ -218,8 +203,8 @@ def test_the_node_exporter_built_for_tests_is_the_version_the_exporter_deploys()
 
 
 def test_kueue_publishes_the_cluster_queue_series_the_tenants_rules_read_only_with_monitoring():
-    metric_names = {name for rule in all_rules(monitored("prod-hoalac")) for name in series_named(rule["expr"])}
-    assert {name for name in metric_names if name.startswith("kueue_cluster_queue_")}, "the rules read no ClusterQueue series"
+    read = {name for rule in all_rules(monitored("prod-hoalac")) for name in metric_names(rule["expr"])}
+    assert {name for name in read if name.startswith("kueue_cluster_queue_")}, "the rules read no ClusterQueue series"
     assert kueue_configuration(monitored("prod-hoalac"))["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
     unmonitored = parse_config(stack_config("prod-hoalac") | {"monitoring": {"enabled": False}})
     assert "enableClusterQueueResources" not in kueue_configuration(unmonitored)["metrics"]
