@@ -1,7 +1,9 @@
-"""The Slurm exporter's collector (components/monitoring/slurm-metrics.sh) against real Slurm (tests/services.py):
-on each operator's lab with the dev-lab tenants, PrivateData on as the tenants render it, the script runs as the
-lab's SlurmUser with the client slurm.conf the exporter renders, and what it writes equals what squeue, sinfo and
-scontrol say as root, while a tenant's own squeue sees none of the other tenant's jobs."""
+"""The Slurm exporter against real Slurm (tests/services.py), on each operator's lab with the dev-lab tenants and
+PrivateData on as the tenants render it. The collector (components/monitoring/slurm-metrics.sh) runs as the lab's
+SlurmUser on the client slurm.conf the exporter renders: what it writes equals what squeue, sinfo and scontrol say
+as root, while a tenant's own squeue sees none of the other tenant's jobs. Then a real node_exporter serves its file
+and a real Prometheus scrapes it with the rules components/monitoring/rules.py renders: each tenant's series equal
+squeue's, and the broken-guarantee alert fires while a guaranteed job is held back and clears when it runs."""
 
 from __future__ import annotations
 
