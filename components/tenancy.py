@@ -49,7 +49,11 @@ from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_stora
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.common import (
+    KEY_DIR,
+    MUNGE_SOCKET,
+    SACK_SOCKET,
     admission_policy,
+    client_slurm_conf,
     munged_lines,
     priority_class_policy,
     system_placement,
@@ -66,12 +70,7 @@ POD_PRIORITY = {"prod": 100000, "test": 10000, "oppo": -1}
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": cell_fit.TENANTS_COMPONENT}
 # Where the Job finds its script and client slurm.conf, and the auth key.
 SCRIPT_DIR = "/tenants"
-KEY_DIR = "/auth-key"
 SCRIPT = "sacctmgr.sh"
-# libmunge's default socket, shared with a munged sidecar through an emptyDir.
-MUNGE_SOCKET = "/run/munge/munge.socket.2"
-# Where sackd listens, and auth/slurm's clients look (its RUNTIME_DIRECTORY default).
-SACK_SOCKET = "/run/slurm/sack.socket"
 # The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
 RESERVATION_PREFIX = "cells."
 # Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
@@ -231,23 +230,6 @@ def reservations(config: PlatformConfig) -> list[Reservation]:
                 accounts = (tenant, *oppo)
                 found.append(Reservation(f"{RESERVATION_PREFIX}{pool.name}.{tenant}", nodes, module.pool_feature(config, pool), partition, accounts))
     return found
-
-
-def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
-    """Just enough slurm.conf for sacctmgr to reach slurmdbd and scontrol slurmctld."""
-    return (
-        "\n".join(
-            [
-                f"ClusterName={config.cluster.name}",
-                f"SlurmctldHost={client.slurmctld_host}",
-                f"AuthType={client.auth}",
-                "AccountingStorageType=accounting_storage/slurmdbd",
-                f"AccountingStorageHost={client.slurmdbd_host}",
-                "AccountingStoragePort=6819",
-            ]
-        )
-        + "\n"
-    )
 
 
 def _auth_setup(client: AccountingClient) -> list[str]:
