@@ -195,13 +195,17 @@ def test_the_shipped_usage_file_runs_alone_as_the_pod_runs_it(tmp_path):
     (tmp_path / "sacct.txt").write_text(SACCT)
     run = [sys.executable, "-I", str(tmp_path / report.USAGE), "--guarantees", str(tmp_path / report.GUARANTEES), "--sacct-file"]
     done = subprocess.run(
-        [*run, str(tmp_path / "sacct.txt"), "--from", "2026-11-02T00:00:00", "--to", "2026-11-09T00:00:00", "--json"],
+        [*run, str(tmp_path / "sacct.txt"), "--from", "2026-11-02T00:00:00", "--to", "2026-11-09T00:00:00"],
         capture_output=True,
         text=True,
         cwd="/",
     )
     assert done.returncode == 0, done.stderr
-    rows = {row["tenant"]: row for row in json.loads(done.stdout)["rows"]}
+    # The table for people, then the same rows as JSON.
+    assert done.stdout.startswith(
+        usage.table(usage.report_rows(DEV_LAB_GUARANTEES, {"slurm": usage.parse_sacct(SACCT, END)}, START, END), START, END)
+    )
+    rows = {row["tenant"]: row for row in json.loads(done.stdout[done.stdout.index("\n{") :])["rows"]}
     assert rows["default"]["used_gpu_hours"] == round(8 + 30 / 3600, 3) and rows["vc1"]["used_gpu_hours"] == 120
 
 

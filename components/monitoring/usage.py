@@ -228,13 +228,12 @@ def utc(moment: datetime) -> datetime:
 
 def main(argv: Optional[list[str]] = None) -> int:
     """The CronJob's report: the sacct output its script saved for the period, against the guarantees as rendered
-    at preview time (Kueue's Workloads are not read there: the pod has no Kubernetes token)."""
+    at preview time (Kueue's Workloads are not read there: the pod has no Kubernetes token). A table, then JSON."""
     parser = argparse.ArgumentParser(description="Each tenant's Slurm GPU-hours against its guarantee, from a saved sacct output.")
     parser.add_argument("--guarantees", required=True, help="the guarantees file (guarantees_json)")
     parser.add_argument("--sacct-file", required=True, help="the output of sacct_command for the period")
-    parser.add_argument("--from", dest="start", required=True, help=f"UTC, {SACCT_TIME}")
-    parser.add_argument("--to", dest="end", required=True, help=f"UTC, {SACCT_TIME}")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--from", dest="start", required=True, help="UTC, as 2026-11-01T00:00:00")
+    parser.add_argument("--to", dest="end", required=True, help="UTC, as 2026-11-01T00:00:00")
     args = parser.parse_args(argv)
     with open(args.guarantees, encoding="utf-8") as file:
         guarantees = [g for g in guarantees_from_json(file.read()) if g.scheduler == "slurm"]
@@ -242,7 +241,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         sacct = file.read()
     start, end = (datetime.strptime(text, SACCT_TIME).replace(tzinfo=UTC) for text in (args.start, args.end))
     rows = report_rows(guarantees, {"slurm": parse_sacct(sacct, end)}, start, end)
-    print(as_json(rows, start, end) if args.json else table(rows, start, end), end="")
+    # The table for whoever reads the Job's log, then the same rows for whatever parses it.
+    print(table(rows, start, end) + as_json(rows, start, end), end="")
     return 0
 
 
