@@ -48,9 +48,10 @@ from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_storage_classes, quantity_value
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
-from .slurm.client import auth_setup, client_pod_spec, client_slurm_conf
+from .slurm.client import auth_setup, client_pod_spec
 from .slurm.common import (
     admission_policy,
+    client_slurm_conf,
     priority_class_policy,
     tenant_namespace_names,
 )

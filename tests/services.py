@@ -441,7 +441,7 @@ class SlurmLab(Lab):
     def sackd(self, etc: Path) -> None:
         """sackd (once) on the lab's key and the slurm.conf in `etc`: auth/slurm's clients (sacctmgr, sbatch, squeue)
         get their credentials from it, for every cluster of the lab, since all use the key."""
-        from components.slurm.client import SACK_SOCKET
+        from components.slurm.common import SACK_SOCKET
 
         if any(name == "sackd" for name, _ in self.daemons):
             return
@@ -608,7 +608,8 @@ def run_pod_script(
     the ConfigMap's `files` at /tenants, the auth key (if any) at /auth-key/key, and its own writable
     /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services). In a PID namespace of
     its own, as a container: the daemons the script starts (munged, sackd) end with it."""
-    from components.slurm.client import KEY_DIR, SCRIPT_DIR
+    from components.slurm.client import SCRIPT_DIR
+    from components.slurm.common import KEY_DIR
     from components.tenancy import SCRIPT
 
     assert lab.fs, "a pod runs in a generation's root filesystem"

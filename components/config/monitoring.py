@@ -56,7 +56,7 @@ class SlurmExporterConfig(Model):
     PrivateData hides from tenants) and writes a metrics file, served by node-exporter's textfile collector."""
 
     node_exporter_version: Annotated[ImageTag, _leading_v(True)] = Field(
-        "v1.10.2", description="Tag of quay.io/prometheus/node-exporter, which serves the collector's file (textfile collector only)."
+        "v1.10.1", description="Tag of quay.io/prometheus/node-exporter, which serves the collector's file (textfile collector only)."
     )
     interval: PromDuration = Field("30s", description="How often the collector asks slurmctld and slurmdbd.")
 

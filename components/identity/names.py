@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..config import LdapConfig
 from .ldif import dn
 
+STATEFULSET_NAME = "ldap"
 SERVICE_NAME = "ldap-service"
 SECRET_NAME = "ldap-secret"
 CLIENT_CONFIGMAP = "ldap-client-config"

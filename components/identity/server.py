@@ -17,6 +17,7 @@ from .names import (
     SECRET_NAME,
     SEED_SECRET,
     SERVICE_NAME,
+    STATEFULSET_NAME,
 )
 from .schema import SCHEMA_FILE, add_schema_script
 
@@ -107,7 +108,7 @@ def ldap_statefulset(ldap: LdapConfig, namespace: str, priority_class: Optional[
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": {"name": "ldap", "namespace": namespace, "labels": APP_LABELS},
+        "metadata": {"name": STATEFULSET_NAME, "namespace": namespace, "labels": APP_LABELS},
         "spec": {
             "serviceName": SERVICE_NAME,
             "replicas": 1,

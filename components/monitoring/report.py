@@ -17,7 +17,8 @@ from typing import Any
 
 from ..config import PlatformConfig
 from ..slurm import operator_module
-from ..slurm.client import SCRIPT_DIR, auth_setup, client_pod_spec, client_slurm_conf
+from ..slurm.client import SCRIPT_DIR, auth_setup, client_pod_spec
+from ..slurm.common import client_slurm_conf
 from . import usage
 from .usage import Guarantee
 

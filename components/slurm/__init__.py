@@ -82,6 +82,10 @@ class AccountingClient:
     auth: str  # slurm.conf AuthType: auth/munge, or auth/slurm with the cluster's slurm.key
     key_secret: str  # the Secret holding the munge key or slurm.key
     key: str
+    # slurm.conf's SlurmUser and its UID in `image`: PrivateData hides nothing from it (the Slurm exporter runs as it),
+    # and a client restricts the credential of some RPCs (scontrol ping) to it, so a client's slurm.conf names it.
+    slurm_user: str
+    slurm_uid: int
     # munged's own image, run beside sacctmgr, where the Slurm image has no munged (soperator's).
     munge_image: Optional[str] = None
 

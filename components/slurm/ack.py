@@ -78,6 +78,9 @@ READY = ReadyWhen("state", "ready")
 USES_MUNGE = True
 GHOST_NODES_ON_SCALE_DOWN = False  # workers are dynamic Slurm nodes
 OPERATOR_RELEASE = "ack-slurm-operator"
+# slurm.conf's SlurmUser; the guide's image makes it with UID 1109 (building-slurm-image/sh/create-users.sh).
+SLURM_USER = "slurm"
+SLURM_UID = 1109
 
 API_VERSION = "kai.alibabacloud.com/v1"
 CLUSTER_LABEL = "kai.alibabacloud.com/slurm-cluster"
@@ -178,7 +181,7 @@ def slurm_conf(config: PlatformConfig) -> str:
     lines = [
         f"ClusterName={config.cluster.name}",
         f"SlurmctldHost={slurmctld_host(config)}",
-        "SlurmUser=slurm",
+        f"SlurmUser={SLURM_USER}",
         "AuthType=auth/munge",
         "SlurmctldPort=6817",
         "SlurmdPort=6818",
@@ -815,6 +818,8 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
         auth="auth/munge",
         key_secret=munge_secret_name(config.cluster.name),
         key=MUNGE_KEY_FIELD,
+        slurm_user=SLURM_USER,
+        slurm_uid=SLURM_UID,
     )
 
 

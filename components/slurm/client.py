@@ -1,7 +1,9 @@
 """A pod beside the cluster that runs Slurm's client commands (sacctmgr, scontrol, sacct) as root, who sees
 every job whatever PrivateData hides from tenants: the tenants Job (components/tenancy.py) and the usage
 report CronJob (components/monitoring/report.py). The operator's client image and auth (`AccountingClient`),
-a client slurm.conf, the key mounted, and munged or sackd started as each auth needs; never a Kubernetes token."""
+a client slurm.conf (common.client_slurm_conf), the key mounted, and munged or sackd started in the container as
+each auth needs (the Slurm exporter runs them in a sidecar instead, components/monitoring/exporter.py); never a
+Kubernetes token."""
 
 from __future__ import annotations
 
@@ -9,32 +11,10 @@ from typing import Any
 
 from ..config import PlatformConfig
 from . import AccountingClient
-from .common import munged_lines, system_placement, system_priority_class_name
+from .common import KEY_DIR, MUNGE_SOCKET, SACK_SOCKET, munged_lines, system_placement, system_priority_class_name
 
-# Where the pod finds its script and client slurm.conf (a ConfigMap), and the auth key.
+# Where the pod finds its script and client slurm.conf (a ConfigMap); the key is at common.KEY_DIR.
 SCRIPT_DIR = "/tenants"
-KEY_DIR = "/auth-key"
-# libmunge's default socket, shared with a munged sidecar through an emptyDir.
-MUNGE_SOCKET = "/run/munge/munge.socket.2"
-# Where sackd listens, and auth/slurm's clients look (its RUNTIME_DIRECTORY default).
-SACK_SOCKET = "/run/slurm/sack.socket"
-
-
-def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
-    """Just enough slurm.conf for sacctmgr and sacct to reach slurmdbd and scontrol slurmctld."""
-    return (
-        "\n".join(
-            [
-                f"ClusterName={config.cluster.name}",
-                f"SlurmctldHost={client.slurmctld_host}",
-                f"AuthType={client.auth}",
-                "AccountingStorageType=accounting_storage/slurmdbd",
-                f"AccountingStorageHost={client.slurmdbd_host}",
-                "AccountingStoragePort=6819",
-            ]
-        )
-        + "\n"
-    )
 
 
 def auth_setup(client: AccountingClient) -> list[str]:

@@ -10,7 +10,7 @@ from slurm_rules import kube_rules, slurm_options
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
 from ..identity.names import TLS_CA_KEY
-from . import ReadyWhen, Rendered
+from . import AccountingClient, ReadyWhen, Rendered
 
 SSHD_PORT = 22
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
@@ -160,14 +160,42 @@ def default_memory_line(config: PlatformConfig) -> str:
     return f"DefMemPerCPU={memory // cpus}"
 
 
-def munged_lines(key_file: str) -> list[str]:
+# Where a pod beside the cluster (the tenants Job, the Slurm exporter) mounts the cluster's auth key.
+KEY_DIR = "/auth-key"
+# libmunge's default socket, shared with a munged sidecar through an emptyDir.
+MUNGE_SOCKET = "/run/munge/munge.socket.2"
+# Where sackd listens, and auth/slurm's clients look (its RUNTIME_DIRECTORY default).
+SACK_SOCKET = "/run/slurm/sack.socket"
+
+
+def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
+    """Just enough slurm.conf for a client beside the cluster (sacctmgr, scontrol, squeue) to reach slurmdbd and slurmctld;
+    SlurmUser too: `scontrol ping` addresses its credential to it, which a slurmctld running as another user cannot read."""
+    return (
+        "\n".join(
+            [
+                f"ClusterName={config.cluster.name}",
+                f"SlurmctldHost={client.slurmctld_host}",
+                f"SlurmUser={client.slurm_user}",
+                f"AuthType={client.auth}",
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                f"AccountingStorageHost={client.slurmdbd_host}",
+                "AccountingStoragePort=6819",
+            ]
+        )
+        + "\n"
+    )
+
+
+def munged_lines(key_file: str, foreground: bool = False) -> list[str]:
     """Shell lines that start munged on `key_file` (a shell word) as the munge package lays it out: key and state
-    private to munge, the socket's directory open to every client (munged refuses to start on a 0700 one)."""
+    private to munge, the socket's directory open to every client (munged refuses to start on a 0700 one).
+    `foreground`: the shell becomes munged (a sidecar whose life is munged's)."""
     return [
         "install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge",
         "install -d -o munge -g munge -m 0755 /run/munge",
         f"install -o munge -g munge -m 0400 {key_file} /etc/munge/munge.key",
-        "runuser -u munge -- munged",
+        "exec runuser -u munge -- munged -F" if foreground else "runuser -u munge -- munged",
     ]
 
 

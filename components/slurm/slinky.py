@@ -52,6 +52,9 @@ USES_MUNGE = False  # auth/slurm with the slurm.key Secret
 GHOST_NODES_ON_SCALE_DOWN = False
 CRDS_RELEASE = "slurm-operator-crds"
 OPERATOR_RELEASE = "slurm-operator"
+# The SlurmUser Slinky's controller writes (controllerbuilder/controller_config.go), its UID in Slinky's images (common/const.go).
+SLURM_USER = "slurm"
+SLURM_UID = 401
 
 API_VERSION = "slinky.slurm.net/v1beta1"
 MARIADB_API_VERSION = "k8s.mariadb.com/v1alpha1"
@@ -406,6 +409,8 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
         auth="auth/slurm",
         key_secret=n["slurm_key"],
         key=SLURM_KEY,
+        slurm_user=SLURM_USER,
+        slurm_uid=SLURM_UID,
     )
 
 

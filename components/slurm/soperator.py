@@ -25,6 +25,9 @@ API_VERSION = "slurm.nebius.ai/v1"
 KIND = "SlurmCluster"
 # soperator 1.14.10 phases: Reconciling -> Not available (validating) -> Available.
 READY = ReadyWhen("phase", "Available")
+# soperator writes SlurmUser=root into slurm.conf (internal/consts/slurm.go SlurmUser).
+SLURM_USER = "root"
+SLURM_UID = 0
 
 
 def munge_container(config: PlatformConfig, image: ImageOf, pod: PodResources) -> dict[str, Any]:
@@ -252,5 +255,7 @@ def accounting_client(config: PlatformConfig, image: ImageOf) -> AccountingClien
         auth="auth/munge",
         key_secret=munge_secret_name(config.cluster.name),
         key=MUNGE_KEY_FIELD,
+        slurm_user=SLURM_USER,
+        slurm_uid=SLURM_UID,
         munge_image=image(config, "munge"),
     )

@@ -1,0 +1,416 @@
+"""The recording rules and alerts, as one PrometheusRule generated from the tenants and the config.
+
+Recording rules (group `<cluster>.tenants`): per tenant and scheduler, its guarantee beside its use.
+Slurm: the tenant's cells (`TenantConfig.guaranteed_gpus`) against the GPUs of its two accounts
+(`<tenant>` and `<tenant>-oppo`, components/tenancy.py) from the Slurm exporter. Kueue: its kueueCells
+(`TenantConfig.kueue_gpus` over the GPU pools) against its ClusterQueue `<tenant>` (components/kueue.py)
+from Kueue's own metrics. Borrowed, lent and GPU-hours follow from those, one rule for every tenant.
+
+Alerts: one group per concern, each alert only where its target exists in this config (no Kueue alert
+without Kueue, no LDAP alert without the directory, ...). Every alert carries a severity, a summary,
+a description and a runbook_url into docs/monitoring.md, whose "Per tenant" and "Alerts" sections
+are generated from RECORDS and ALERTS below (tools/docs.py), so nothing is written twice.
+
+`rule_groups(config)` is what promtool reads (`{"groups": [...]}`); `render(config)` wraps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..config import PlatformConfig, TenantConfig
+from ..config.tenants import FIXED_RESERVED_NAMESPACES, reserved_namespaces
+from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
+from ..operator_charts import installs_cert_manager
+from ..slurm import operator_module
+from ..storage import JAIL_CLAIM
+from ..tenancy import GPU
+from . import series
+
+API_VERSION = "monitoring.coreos.com/v1"
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
+RUNBOOK = "docs/monitoring.md"
+SLURM, KUEUE = "slurm", "kueue"
+
+# What the recording rules read beyond the Slurm exporter: Kueue's ClusterQueue metrics (v0.19 pkg/metrics;
+# the resource ones need Kueue's metrics.enableClusterQueueResources), NVIDIA DCGM's exporter,
+# kube-state-metrics, the kubelet and cert-manager.
+KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # labels cohort, cluster_queue, flavor, resource, replica_role
+KUEUE_NOMINAL_QUOTA = "kueue_cluster_queue_nominal_quota"  # same labels
+KUEUE_PENDING_RESOURCES = "kueue_cluster_queue_resource_pending"  # labels cluster_queue, resource, replica_role
+KUEUE_PENDING_WORKLOADS = "kueue_pending_workloads"  # labels cluster_queue, status (active, inadmissible), replica_role
+DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # the last XID of a GPU; labels gpu, UUID, Hostname
+XID_FALLEN_OFF_BUS = 79
+KSM_STATEFULSET_READY = "kube_statefulset_status_replicas_ready"
+KUBELET_VOLUME_USED = "kubelet_volume_stats_used_bytes"
+KUBELET_VOLUME_CAPACITY = "kubelet_volume_stats_capacity_bytes"
+CERT_EXPIRY = "certmanager_certificate_expiration_timestamp_seconds"
+SCRAPE_UP = "up"
+# Slurm's node states (the exporter's, lower case) in which a node takes no new job.
+NODE_OUT_STATES = ("down", "drained", "draining", "fail", "failing")
+# A follower replica of Kueue reports its gauges too: count the leader's (or a lone replica's) only.
+KUEUE_REPORTER = 'replica_role!="follower"'
+
+
+@dataclass(frozen=True)
+class Record:
+    """A recording rule as docs/monitoring.md explains it: what it means, from what, per scheduler."""
+
+    name: str
+    meaning: str
+    slurm: str
+    kueue: str
+
+
+RECORDS = (
+    Record(
+        series.TENANT_GPUS_GUARANTEED,
+        "The GPUs the tenant is guaranteed: a constant from the config, changed only by a deploy.",
+        "its `cells`: cells x gpusPerCell",
+        "its `kueueCells` over every GPU pool: the nominalQuota of its ClusterQueue",
+    ),
+    Record(
+        series.TENANT_GPUS_ALLOCATED,
+        "The GPUs its running jobs hold now, guaranteed and borrowed together.",
+        f"`{series.ACCOUNT_GPUS_ALLOCATED}` of its accounts `<tenant>` and `<tenant>-oppo`",
+        f"`{KUEUE_USAGE}` of its ClusterQueue, resource `{GPU}`",
+    ),
+    Record(
+        series.TENANT_GPUS_BORROWED,
+        "The GPUs it uses beyond its guarantee: max(allocated - guaranteed, 0). Preemptible: they go back when their owner asks.",
+        "from the two above",
+        "from the two above",
+    ),
+    Record(
+        series.TENANT_GPUS_LENT,
+        "The GPUs of its guarantee it leaves to others now: max(guaranteed - allocated, 0).",
+        "from the two above",
+        "from the two above",
+    ),
+    Record(
+        series.TENANT_GPUS_PENDING,
+        "The GPUs its waiting jobs ask for: demand the guarantee should meet. Above 0 while it lends is the guarantee broken "
+        "(alert TenantBelowGuarantee).",
+        f"`{series.ACCOUNT_GPUS_PENDING}` of its account `<tenant>` (prod and test jobs; its oppo jobs wait for idle GPUs by design)",
+        f"`{KUEUE_PENDING_RESOURCES}` of its ClusterQueue, resource `{GPU}` (GPUs, not workloads)",
+    ),
+    Record(
+        series.TENANT_GPU_HOURS_1H,
+        "GPU-hours used in the last hour: allocated averaged over 1h (the usage report and dashboards sum these).",
+        "from allocated",
+        "from allocated",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert as its rule and docs/monitoring.md tell it: `summary` and `detail` carry templates of the
+    series' labels; `meaning`, `action` and `exists` are the runbook."""
+
+    name: str
+    severity: str
+    summary: str
+    detail: str
+    meaning: str
+    action: str
+    exists: str
+
+    @property
+    def anchor(self) -> str:
+        """The GitHub anchor of its docs heading (`### <name>`)."""
+        return self.name.lower()
+
+
+ALERTS = {
+    alert.name: alert
+    for alert in (
+        Alert(
+            "SlurmExporterDown",
+            "critical",
+            "The Slurm exporter of {{ $labels.namespace }} is not scraped",
+            "Prometheus finds no Slurm exporter to scrape in {{ $labels.namespace }}, or its scrape fails: every Slurm series is stale.",
+            "Prometheus's scrape of the Slurm exporter fails: no Slurm series, so no tenant's use, no node state and no alert "
+            "below on Slurm can be trusted.",
+            "`kubectl -n <cluster namespace> get pods -l app.kubernetes.io/name=slurm-exporter`; read its logs and events. "
+            "A NetworkPolicy change that no longer lets Prometheus's pods in shows as a scrape timeout.",
+            "always (monitoring.enabled)",
+        ),
+        Alert(
+            "SlurmctldDown",
+            "critical",
+            "slurmctld of {{ $labels.namespace }} does not answer",
+            "`scontrol ping` from the exporter finds no primary slurmctld.",
+            "No job starts or ends: the controller is down or unreachable from the exporter.",
+            "Look at the controller pod (`kubectl -n <cluster namespace> get pods`, its logs); a pod that restarts in a loop "
+            'often has a bad slurm.conf after a deploy; docs/operations.md "Waiting until Slurm is up" lists what to look at.',
+            "always (monitoring.enabled)",
+        ),
+        Alert(
+            "SlurmdbdDown",
+            "critical",
+            "slurmdbd of {{ $labels.namespace }} does not answer",
+            "`sacctmgr show cluster` from the exporter fails.",
+            "Accounting is down: limits (each tenant's GrpTRES) and fairshare come from slurmdbd; slurmctld queues the records "
+            "meanwhile, and new accounts or QOS cannot be added.",
+            "Look at the accounting pod and its MariaDB (docs/operations.md); the tenants' sacctmgr Job fails while it is down.",
+            "with slurm.accounting.enabled",
+        ),
+        Alert(
+            "SlurmNodeOut",
+            "warning",
+            "Slurm node {{ $labels.node }} is {{ $labels.state }}",
+            "Node {{ $labels.node }} is {{ $labels.state }}; Slurm's reason: {{ $labels.reason }}.",
+            "A node takes no new job: drained or draining by an admin or by a health check, down when slurmd stopped answering.",
+            "Read the reason (`sinfo -R`); fix the node (a GPU alert below often says why), then `scontrol update nodename=<node> state=resume`.",
+            "always (monitoring.enabled)",
+        ),
+        Alert(
+            "GpuXidError",
+            "warning",
+            "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} reported XID {{ $value }}",
+            "DCGM reports XID {{ $value }} on GPU {{ $labels.gpu }} ({{ $labels.UUID }}) of {{ $labels.Hostname }}.",
+            "The driver reported an error of the GPU (NVIDIA's XID catalogue says which: e.g. 48 and 63/64 are memory errors, "
+            "13 and 31 are mostly the application's).",
+            "Look up the XID in NVIDIA's catalogue; for a hardware one drain the node (`scontrol update nodename=<node> "
+            "state=drain reason=xid<n>`) and have it checked.",
+            "with a GPU pool (DCGM's exporter from the GPU operator)",
+        ),
+        Alert(
+            "GpuFallenOffBus",
+            "critical",
+            "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} fell off the bus (XID 79)",
+            "DCGM reports XID 79 on GPU {{ $labels.gpu }} ({{ $labels.UUID }}) of {{ $labels.Hostname }}.",
+            "XID 79: the GPU is gone from the PCIe bus; its jobs fail and it stays gone until the node reboots.",
+            "Drain the node (`scontrol update nodename=<node> state=drain reason=xid79`), reboot it; if it comes back, "
+            "have the GPU and its slot checked.",
+            "with a GPU pool (DCGM's exporter from the GPU operator)",
+        ),
+        Alert(
+            "TenantBelowGuarantee",
+            "critical",
+            "Tenant {{ $labels.tenant }} waits below its guarantee ({{ $labels.scheduler }})",
+            "Tenant {{ $labels.tenant }} has GPU jobs waiting on {{ $labels.scheduler }} while it holds fewer GPUs than it is guaranteed.",
+            "The guarantee is broken: the tenant asks for GPUs, has fewer than its cells, and has waited longer than "
+            "monitoring.alerts.guaranteeBrokenFor. Borrowers should have been preempted.",
+            "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): a reason other "
+            "than Resources or Priority (a QOS or association limit), a drained node of its pool, or preemption not happening "
+            "(docs/tenants.md).",
+            "per tenant with cells (Slurm) or kueueCells (Kueue)",
+        ),
+        Alert(
+            "KueuePendingWithFreeQuota",
+            "warning",
+            "ClusterQueue {{ $labels.cluster_queue }} holds workloads pending beside free GPU quota",
+            "ClusterQueue {{ $labels.cluster_queue }} has pending workloads while its nominal GPU quota is not used up.",
+            "Workloads wait although their ClusterQueue's own quota has room: they ask for more than is left, or for a flavor, "
+            "topology or resource the quota does not cover, or the ClusterQueue is inactive.",
+            "`kubectl get workloads -n <tenant>` and `kubectl describe` the pending one: its conditions say why it is inadmissible.",
+            "with operators.kueue.enabled and a tenant with namespace: true",
+        ),
+        Alert(
+            "JailFilesystemFull",
+            "warning",
+            "The jail of {{ $labels.namespace }} is {{ $value | humanize }}% full",
+            "The jail claim {{ $labels.persistentvolumeclaim }} is {{ $value | humanize }}% full.",
+            "The shared root filesystem of every Slurm pod is nearly full (fuller than monitoring.alerts.jailFullPercent): "
+            "jobs writing there fail next.",
+            "Find what grew (`du -xsh /home/* /opt/*` on a login node), clean up, or grow storage.jail.size (docs/configuration.md).",
+            "with the jail claim (soperator, or kept after a switch from it)",
+        ),
+        Alert(
+            "LdapUnavailable",
+            "critical",
+            "The LDAP directory of {{ $labels.namespace }} has no ready replica",
+            "StatefulSet {{ $labels.statefulset }} has no ready pod.",
+            "No login resolves users: sssd and nslcd on the Slurm pods cannot reach the directory, so logins and new jobs' user lookups fail.",
+            "`kubectl -n <cluster namespace> describe statefulset ldap` and its pod's logs; a full data claim or a bad TLS secret "
+            'are the usual causes (docs/tenants.md "The directory follows the config").',
+            "with ldap.enabled",
+        ),
+        Alert(
+            "CertificateExpiringSoon",
+            "warning",
+            "Certificate {{ $labels.name }} expires in {{ $value | humanizeDuration }}",
+            "cert-manager's certificate {{ $labels.name }} expires in {{ $value | humanizeDuration }}.",
+            "A certificate cert-manager issues in one of the platform's namespaces expires within "
+            "monitoring.alerts.certificateExpiryDays and was not renewed: the webhooks that use it stop admitting.",
+            "`kubectl describe certificate <name>` and its CertificateRequest: an issuer that fails or a renewal refused says why.",
+            "with cert-manager (installed, or needed by the Slurm operator's webhooks)",
+        ),
+    )
+}
+
+
+def _alert(name: str, expr: str, duration: Optional[str] = None) -> dict[str, Any]:
+    """The rule of ALERTS[name]; no duration: it fires at the first evaluation that finds it."""
+    alert = ALERTS[name]
+    return {
+        "alert": name,
+        "expr": expr,
+        **({"for": duration} if duration else {}),
+        "labels": {"severity": alert.severity},
+        "annotations": {"summary": alert.summary, "description": alert.detail, "runbook_url": f"{RUNBOOK}#{alert.anchor}"},
+    }
+
+
+def _record(name: str, expr: str, tenant: str, scheduler: str) -> dict[str, Any]:
+    return {"record": name, "expr": expr, "labels": {"tenant": tenant, "scheduler": scheduler}}
+
+
+def _matchers(**labels: str) -> str:
+    return "{" + ", ".join(f'{key}="{value}"' for key, value in labels.items()) + "}"
+
+
+def _one_of(values: list[str]) -> str:
+    """A regex matching exactly these label values (names here are DNS labels: nothing to escape)."""
+    return "|".join(values)
+
+
+def kueue_tenants(config: PlatformConfig) -> list[TenantConfig]:
+    """The tenants with a ClusterQueue: Kueue on and a namespace (components/kueue.py)."""
+    return [tenant for tenant in config.tenants if tenant.namespace] if config.operators.kueue.enabled else []
+
+
+def tenant_records(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Guaranteed, allocated and pending per tenant and scheduler; `or vector(0)`: a tenant with no job has
+    no series in its source, and 0 is the truth."""
+    exporter = f'namespace="{config.cluster.namespace}"'
+    rules = []
+    for tenant in config.tenants:
+        accounts = _one_of([tenant.name, tenant.oppo_account])
+        rules += [
+            _record(series.TENANT_GPUS_GUARANTEED, f"vector({tenant.guaranteed_gpus})", tenant.name, SLURM),
+            _record(
+                series.TENANT_GPUS_ALLOCATED,
+                f'sum({series.ACCOUNT_GPUS_ALLOCATED}{{{exporter}, account=~"{accounts}"}}) or vector(0)',
+                tenant.name,
+                SLURM,
+            ),
+            _record(
+                series.TENANT_GPUS_PENDING,
+                f'sum({series.ACCOUNT_GPUS_PENDING}{{{exporter}, account="{tenant.name}"}}) or vector(0)',
+                tenant.name,
+                SLURM,
+            ),
+        ]
+    for tenant in kueue_tenants(config):
+        queue = f'cluster_queue="{tenant.name}", resource="{GPU}", {KUEUE_REPORTER}'
+        guaranteed = sum(tenant.kueue_gpus(pool.name) for pool in config.gpu_pools)
+        rules += [
+            _record(series.TENANT_GPUS_GUARANTEED, f"vector({guaranteed})", tenant.name, KUEUE),
+            _record(series.TENANT_GPUS_ALLOCATED, f"sum({KUEUE_USAGE}{{{queue}}}) or vector(0)", tenant.name, KUEUE),
+            _record(series.TENANT_GPUS_PENDING, f"sum({KUEUE_PENDING_RESOURCES}{{{queue}}}) or vector(0)", tenant.name, KUEUE),
+        ]
+    return rules
+
+
+def derived_records() -> list[dict[str, Any]]:
+    """Borrowed, lent and GPU-hours: one rule each for every tenant (matched on tenant and scheduler),
+    after the per-tenant rules of the same group, which Prometheus evaluates in order."""
+    allocated, guaranteed = series.TENANT_GPUS_ALLOCATED, series.TENANT_GPUS_GUARANTEED
+    return [
+        {"record": series.TENANT_GPUS_BORROWED, "expr": f"clamp_min({allocated} - {guaranteed}, 0)"},
+        {"record": series.TENANT_GPUS_LENT, "expr": f"clamp_min({guaranteed} - {allocated}, 0)"},
+        {"record": series.TENANT_GPU_HOURS_1H, "expr": f"avg_over_time({allocated}[1h])"},
+    ]
+
+
+def slurm_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    namespace = config.cluster.namespace
+    exporter = _matchers(namespace=namespace)
+    scrape = f"{SCRAPE_UP}{_matchers(job=series.EXPORTER_APP, namespace=namespace)}"
+    rules = [
+        # absent: no target at all (no pod, or its Service gone) is down too.
+        _alert("SlurmExporterDown", f"{scrape} == 0 or absent({scrape})", "5m"),
+        _alert("SlurmctldDown", f"{series.SLURMCTLD_UP}{exporter} == 0", "2m"),
+    ]
+    if config.slurm.accounting.enabled:
+        rules.append(_alert("SlurmdbdDown", f"{series.SLURMDBD_UP}{exporter} == 0", "5m"))
+    states = _one_of(list(NODE_OUT_STATES))
+    rules.append(_alert("SlurmNodeOut", f'{series.NODE_STATE}{{namespace="{namespace}", state=~"{states}"}} == 1', "10m"))
+    return rules
+
+
+def gpu_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    if not config.gpu_pools:
+        return []
+    return [
+        _alert("GpuXidError", f"{DCGM_XID} > 0 unless {DCGM_XID} == {XID_FALLEN_OFF_BUS}"),
+        _alert("GpuFallenOffBus", f"{DCGM_XID} == {XID_FALLEN_OFF_BUS}"),
+    ]
+
+
+def tenant_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    if not config.tenants:
+        return []
+    below = f"{series.TENANT_GPUS_ALLOCATED} < {series.TENANT_GPUS_GUARANTEED} and {series.TENANT_GPUS_PENDING} > 0"
+    return [_alert("TenantBelowGuarantee", below, config.monitoring.alerts.guarantee_broken_for)]
+
+
+def kueue_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    queues = [tenant.name for tenant in kueue_tenants(config)]
+    if not queues:
+        return []
+    ours = f'cluster_queue=~"{_one_of(queues)}", {KUEUE_REPORTER}'
+    gpus = f'{ours}, resource="{GPU}"'
+    free = f"sum by (cluster_queue) ({KUEUE_NOMINAL_QUOTA}{{{gpus}}}) - sum by (cluster_queue) ({KUEUE_USAGE}{{{gpus}}}) > 0"
+    pending = f"sum by (cluster_queue) ({KUEUE_PENDING_WORKLOADS}{{{ours}}}) > 0"
+    return [_alert("KueuePendingWithFreeQuota", f"{pending} and on (cluster_queue) ({free})", "10m")]
+
+
+def platform_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    namespace = config.cluster.namespace
+    rules = []
+    if config.keeps_jail:
+        claim = _matchers(namespace=namespace, persistentvolumeclaim=JAIL_CLAIM)
+        full = f"100 * {KUBELET_VOLUME_USED}{claim} / {KUBELET_VOLUME_CAPACITY}{claim} > {config.monitoring.alerts.jail_full_percent}"
+        rules.append(_alert("JailFilesystemFull", full, "15m"))
+    if config.ldap.enabled:
+        rules.append(_alert("LdapUnavailable", f"{KSM_STATEFULSET_READY}{_matchers(namespace=namespace, statefulset=LDAP_STATEFULSET)} < 1", "5m"))
+    if installs_cert_manager(config) or operator_module(config).needs_cert_manager(config):
+        rules.append(_alert("CertificateExpiringSoon", certificate_expiry(config), "1h"))
+    return rules
+
+
+def certificate_expiry(config: PlatformConfig) -> str:
+    """Seconds left of each certificate in the platform's namespaces (the cluster's and the operators'), under the
+    expiry threshold. The Certificate's namespace is cert-manager's label `namespace`: exported_namespace when the
+    scrape keeps the target's own (honorLabels false, the default), namespace itself otherwise."""
+    ours = _one_of([name for name in reserved_namespaces(config) if name not in FIXED_RESERVED_NAMESPACES])
+    left = f'{CERT_EXPIRY}{{exported_namespace=~"{ours}"}} or {CERT_EXPIRY}{{exported_namespace="", namespace=~"{ours}"}}'
+    return f"({left}) - time() < {config.monitoring.alerts.certificate_expiry_days * 86400}"
+
+
+def rule_groups(config: PlatformConfig) -> dict[str, Any]:
+    """The rule file promtool reads and the PrometheusRule's spec: groups named after the cluster, so two
+    stacks' rules in one Prometheus stay apart; empty groups left out."""
+    prefix = f"slurm-platform.{config.cluster.name}"
+    groups: list[tuple[str, list[dict[str, Any]]]] = [
+        ("tenants", [*tenant_records(config), *derived_records()] if config.tenants else []),
+        ("tenant-alerts", tenant_alerts(config)),
+        ("slurm", slurm_alerts(config)),
+        ("gpus", gpu_alerts(config)),
+        ("kueue", kueue_alerts(config)),
+        ("platform", platform_alerts(config)),
+    ]
+    return {"groups": [{"name": f"{prefix}.{name}", "rules": rules} for name, rules in groups if rules]}
+
+
+def render(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The PrometheusRule, in the cluster's namespace with the labels the Prometheus selects rules by; none with monitoring off."""
+    if not config.monitoring.enabled:
+        return []
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"{config.cluster.name}-slurm-platform",
+                "namespace": config.cluster.namespace,
+                "labels": {**LABELS, **config.monitoring.prometheus.selector_labels},
+            },
+            "spec": rule_groups(config),
+        }
+    ]

@@ -1,0 +1,152 @@
+"""The Slurm exporter's objects (components/monitoring/exporter.py) on every operator: who runs the collector,
+what each container mounts, the script's syntax, the ServiceMonitor's shape. Real Slurm answering it, and a
+real node-exporter serving it, are in tests/test_services_monitoring.py."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from typing import Any
+
+import pytest
+
+from components.config import parse_config
+from components.monitoring import exporter, series
+from components.slurm import operator_module
+from components.slurm.common import KEY_DIR, system_priority_class_name
+from tests.harness import stack_config
+
+# A stack of each operator (tests/test_services_slurm.py OPERATOR_STACKS) and the UID its SlurmUser has in its images.
+SLURM_USERS = {"prod-hanoi": 0, "dev-lab": 0, "prod-hcm": 401, "staging-hangzhou": 1109}
+
+
+def monitored(stack: str, **monitoring: Any) -> Any:
+    document = copy.deepcopy(stack_config(stack))
+    document["monitoring"] = {**document.get("monitoring", {}), "enabled": True, **monitoring}
+    return parse_config(document)
+
+
+def by_kind(config) -> dict[str, dict[str, Any]]:
+    found = {manifest["kind"]: manifest for manifest in exporter.render(config)}
+    assert len(found) == len(exporter.render(config)), "one object of each kind"
+    return found
+
+
+def containers(deployment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    spec = deployment["spec"]["template"]["spec"]
+    return {c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]}
+
+
+def test_nothing_when_monitoring_is_off():
+    document = copy.deepcopy(stack_config("dev-lab"))
+    document["monitoring"] = {"enabled": False}
+    assert exporter.render(parse_config(document)) == []
+
+
+@pytest.mark.parametrize("stack", SLURM_USERS)
+def test_the_collector_runs_the_operators_client_image_as_slurm_user_and_only_the_auth_sidecar_holds_the_key(stack):
+    config = monitored(stack)
+    client = operator_module(config).accounting_client(config)
+    objects = by_kind(config)
+    deployment = objects["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    found = containers(deployment)
+    assert set(found) == {"auth", "collect", "serve"}
+    collect, serve, auth = found["collect"], found["serve"], found["auth"]
+    assert collect["image"] == client.image
+    assert collect["securityContext"]["runAsUser"] == SLURM_USERS[stack] == client.slurm_uid
+    assert collect["securityContext"]["runAsNonRoot"] == (SLURM_USERS[stack] != 0)
+    # The key's volume: the Secret's key alone, mounted by the auth sidecar alone.
+    key_volumes = [v["name"] for v in pod["volumes"] if "secret" in v]
+    assert key_volumes == ["auth-key"]
+    (secret,) = [v["secret"] for v in pod["volumes"] if "secret" in v]
+    assert secret["secretName"] == client.key_secret and secret["items"] == [{"key": client.key, "path": "key"}]
+    mounting = {name for name, c in found.items() for m in c.get("volumeMounts", []) if m["name"] == "auth-key"}
+    assert mounting == {"auth"} and any(m["mountPath"] == KEY_DIR for m in auth["volumeMounts"])
+    assert auth["restartPolicy"] == "Always"  # a native sidecar: up before the collector, for as long as it runs
+    # munged where the cluster signs with munge (soperator's own munge image where it has one), sackd for auth/slurm.
+    assert ("sackd -D" in auth["command"][-1]) == (client.auth == "auth/slurm")
+    assert ("munged -F" in auth["command"][-1]) == (client.auth == "auth/munge")
+    assert auth["image"] == (client.munge_image or client.image)
+    # The collector reads the script and the client slurm.conf, signs through the sidecar's socket, writes the file.
+    assert {m["name"]: m.get("readOnly", False) for m in collect["volumeMounts"]} == {
+        "config": True,
+        "auth-socket": True,
+        "metrics": False,
+        "tmp": False,
+    }
+    assert {m["name"] for m in serve["volumeMounts"]} == {"metrics"}
+    config_map = objects["ConfigMap"]
+    assert set(config_map["data"]) == {exporter.SCRIPT, "slurm.conf"}
+    assert f"SlurmctldHost={client.slurmctld_host}\n" in config_map["data"]["slurm.conf"]
+    assert f"AuthType={client.auth}\n" in config_map["data"]["slurm.conf"]
+    # scontrol ping addresses its credential to SlurmUser: a slurmctld running as another user could not read it.
+    assert f"SlurmUser={client.slurm_user}\n" in config_map["data"]["slurm.conf"]
+    env = {e["name"]: e["value"] for e in collect["env"]}
+    assert env["SLURM_CONF"] == f"{exporter.CONFIG_DIR}/slurm.conf"
+    assert env["SERIES_ACCOUNT_GPUS_ALLOCATED"] == series.ACCOUNT_GPUS_ALLOCATED
+    for container in (collect, serve):
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["requests"] and container["resources"]["limits"]
+    assert auth["resources"]["limits"]
+
+
+@pytest.mark.parametrize("stack", SLURM_USERS)
+def test_the_pods_run_at_the_slurm_class_where_the_operator_declares_it(stack):
+    config = monitored(stack)
+    pod = by_kind(config)["Deployment"]["spec"]["template"]["spec"]
+    declared = [r.manifest["metadata"]["name"] for r in operator_module(config).render(config) if r.manifest["kind"] == "PriorityClass"]
+    assert pod.get("priorityClassName") == (system_priority_class_name(config) if declared else None)
+    assert (stack == "prod-hanoi") == (not declared)  # soperator 1.14.10 declares none
+
+
+def test_the_server_is_node_exporter_with_the_textfile_collector_only_on_the_exporter_port():
+    config = monitored("dev-lab", slurmExporter={"nodeExporterVersion": "v1.9.1", "interval": "2m"})
+    found = containers(by_kind(config)["Deployment"])
+    serve = found["serve"]
+    assert serve["image"] == "quay.io/prometheus/node-exporter:v1.9.1"
+    assert "--collector.disable-defaults" in serve["args"] and "--collector.textfile" in serve["args"]
+    assert f"--collector.textfile.directory={exporter.METRICS_DIR}" in serve["args"]
+    assert serve["ports"] == [{"name": series.EXPORTER_PORT_NAME, "containerPort": series.EXPORTER_PORT, "protocol": "TCP"}]
+    assert serve["securityContext"]["runAsNonRoot"] is True
+    assert {e["name"]: e["value"] for e in found["collect"]["env"]}["INTERVAL_SECONDS"] == "120"
+
+
+@pytest.mark.parametrize(("duration", "seconds"), [("30s", 30), ("2m", 120), ("1h", 3600), ("500ms", 1), ("1500ms", 1)])
+def test_the_interval_reaches_sleep_in_whole_seconds(duration, seconds):
+    assert exporter.interval_seconds(duration) == seconds
+
+
+def test_the_service_monitor_selects_the_service_with_the_prometheus_selector_labels_and_scrape_interval():
+    config = monitored("dev-lab", scrapeInterval="15s", prometheus={"selectorLabels": {"prometheus": "platform"}})
+    objects = by_kind(config)
+    monitor, service, deployment = objects["ServiceMonitor"], objects["Service"], objects["Deployment"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["prometheus"] == "platform"
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == config.cluster.namespace
+    assert monitor["spec"]["endpoints"] == [{"port": series.EXPORTER_PORT_NAME, "path": "/metrics", "scheme": "http", "interval": "15s"}]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == series.EXPORTER_APP
+    assert service["metadata"]["name"] == f"{config.cluster.name}-{series.EXPORTER_APP}"
+    # job="slurm-exporter": the Service label it names.
+    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == series.EXPORTER_APP
+    assert service["spec"]["ports"][0]["name"] == series.EXPORTER_PORT_NAME
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash"])
+def test_the_collector_script_parses(shell):
+    checked = subprocess.run([shell, "-n", str(exporter.Path(exporter.__file__).parent / exporter.SCRIPT)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_the_script_names_no_series_itself_every_one_comes_from_series_py():
+    names = [value for key, value in vars(series).items() if key.isupper() and isinstance(value, str) and value.startswith("slurm_")]
+    assert names, "series.py names the exporter's series"
+    assert not [name for name in names if name in exporter.SCRIPT_TEXT]
+    assert set(exporter.SERIES_ENV.values()) == set(names)
+    assert all(f"${key}" in exporter.SCRIPT_TEXT for key in exporter.SERIES_ENV)

@@ -1,0 +1,177 @@
+"""The recording rules and alerts (components/monitoring/rules.py), as rendered: a rule set per tenant and
+scheduler with the guarantee the config gives it, only series that something we run produces, only alerts
+whose target the stack has, and the thresholds from monitoring.alerts. promtool's view of them (syntax,
+and each rule evaluated on input series) is in tests/test_kube_monitoring_rules.py."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+
+from components.config import PlatformConfig, parse_config
+from components.monitoring import rules, series
+from tests.harness import example_stacks, stack_config
+
+STACK = "prod-hoalac"  # three tenants, one of them (vision) with kueueCells; LDAP, the jail, cert-manager
+
+# The metric names each source publishes that the rules may read besides the Slurm exporter's (series.py).
+# Kueue v0.19.2 pkg/metrics/metrics.go (the resource ones with metrics.enableClusterQueueResources).
+KUEUE_METRICS = {
+    "kueue_pending_workloads",
+    "kueue_cluster_queue_resource_usage",
+    "kueue_cluster_queue_nominal_quota",
+    "kueue_cluster_queue_resource_pending",
+}
+# Who else: NVIDIA's DCGM exporter, kube-state-metrics, the kubelet, cert-manager, and Prometheus's own `up`.
+OTHER_SOURCES = ("DCGM_FI_", "kube_", "kubelet_volume_stats_", "certmanager_")
+PROMQL_WORDS = {"and", "or", "unless", "by", "on", "without", "ignoring", "bool", "group_left", "group_right"}
+
+
+def monitored(stack: str, **overrides: Any) -> PlatformConfig:
+    raw = copy.deepcopy(stack_config(stack))
+    raw["monitoring"] = {**raw.get("monitoring", {}), "enabled": True, **overrides}
+    return parse_config(raw)
+
+
+def all_rules(config: PlatformConfig) -> list[dict[str, Any]]:
+    return [rule for group in rules.rule_groups(config)["groups"] for rule in group["rules"]]
+
+
+def alert_names(config: PlatformConfig) -> set[str]:
+    return {rule["alert"] for rule in all_rules(config) if "alert" in rule}
+
+
+def series_named(expr: str) -> set[str]:
+    """The metric names an expression reads: identifiers outside label matchers, ranges and strings that are
+    neither functions nor PromQL's keywords."""
+    bare = re.sub(r'"[^"]*"', "", expr)
+    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", bare)
+    bare = re.sub(r"\b(by|on|without|ignoring)\s*\([^)]*\)", "", bare)
+    names = {m.group() for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", bare) if not bare[m.end() :].lstrip().startswith("(")}
+    return names - PROMQL_WORDS
+
+
+def test_nothing_with_monitoring_off():
+    config = parse_config(stack_config(STACK))
+    assert not config.monitoring.enabled
+    assert rules.render(config) == []
+
+
+def test_one_prometheus_rule_in_the_cluster_namespace_with_the_selector_labels():
+    config = monitored(STACK, prometheus={"selectorLabels": {"prometheus": "platform"}})
+    (manifest,) = rules.render(config)
+    assert manifest["apiVersion"] == "monitoring.coreos.com/v1" and manifest["kind"] == "PrometheusRule"
+    assert manifest["metadata"]["namespace"] == config.cluster.namespace
+    assert manifest["metadata"]["labels"]["prometheus"] == "platform"
+    assert manifest["spec"] == rules.rule_groups(config)
+    names = [group["name"] for group in manifest["spec"]["groups"]]
+    assert len(names) == len(set(names)) and all(name.startswith(f"slurm-platform.{config.cluster.name}.") for name in names)
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_a_rule_set_per_tenant_and_scheduler_with_its_guarantee_from_the_config(stack):
+    config = monitored(stack)
+    records = [rule for rule in all_rules(config) if "record" in rule]
+    per_tenant = {(r["labels"]["tenant"], r["labels"]["scheduler"], r["record"]): r["expr"] for r in records if "labels" in r}
+    expected = [(tenant.name, "slurm", tenant.guaranteed_gpus) for tenant in config.tenants]
+    expected += [
+        (tenant.name, "kueue", sum(tenant.kueue_gpus(pool.name) for pool in config.gpu_pools))
+        for tenant in config.tenants
+        if tenant.namespace and config.operators.kueue.enabled
+    ]
+    for tenant, scheduler, guaranteed in expected:
+        assert per_tenant.pop((tenant, scheduler, series.TENANT_GPUS_GUARANTEED)) == f"vector({guaranteed})"
+        allocated = per_tenant.pop((tenant, scheduler, series.TENANT_GPUS_ALLOCATED))
+        pending = per_tenant.pop((tenant, scheduler, series.TENANT_GPUS_PENDING))
+        if scheduler == "slurm":
+            assert f'account=~"{tenant}|{tenant}-oppo"' in allocated and series.ACCOUNT_GPUS_ALLOCATED in allocated
+            assert f'account="{tenant}"' in pending and series.ACCOUNT_GPUS_PENDING in pending
+        else:
+            assert f'cluster_queue="{tenant}"' in allocated and 'resource="nvidia.com/gpu"' in allocated
+            assert f'cluster_queue="{tenant}"' in pending and 'resource="nvidia.com/gpu"' in pending
+    assert per_tenant == {}, "a per-tenant rule of no tenant"
+    derived = {r["record"] for r in records if "labels" not in r}
+    if config.tenants:
+        assert derived == {series.TENANT_GPUS_BORROWED, series.TENANT_GPUS_LENT, series.TENANT_GPU_HOURS_1H}
+    else:
+        assert records == []
+
+
+def test_the_kueue_tenant_of_prod_hoalac_has_both_rule_sets():
+    config = monitored(STACK)
+    found = {(r["labels"]["tenant"], r["labels"]["scheduler"]) for r in all_rules(config) if "labels" in r and "record" in r}
+    assert found == {("llm", "slurm"), ("vision", "slurm"), ("speech", "slurm"), ("vision", "kueue")}
+
+
+@pytest.mark.parametrize("stack", example_stacks())
+def test_every_rule_reads_only_series_something_we_run_produces(stack):
+    config = monitored(stack)
+    exporter = {value for name, value in vars(series).items() if name.isupper() and isinstance(value, str)}
+    checked = 0
+    for rule in all_rules(config):
+        for name in series_named(rule["expr"]):
+            checked += 1
+            known = name in exporter or name in KUEUE_METRICS or name == "up" or name.startswith(OTHER_SOURCES)
+            assert known, f"{rule.get('alert') or rule.get('record')} reads {name}, which nothing we scrape produces"
+    assert checked > 5
+
+
+def test_the_series_parser_finds_names_and_skips_functions_labels_and_keywords():
+    expr = 'clamp_min(sum by (tenant) (a:b{x="y"}[5m]) - c, 0) or vector(0) and on (q) d == 79 unless absent(e{f="g"})'
+    assert series_named(expr) == {"a:b", "c", "d", "e"}
+
+
+def without(config: PlatformConfig, **changes: Any) -> PlatformConfig:
+    """The config with parts switched off, unvalidated: e.g. LDAP off would first need every user's keys gone."""
+    return config.model_copy(update=changes)
+
+
+def test_alerts_only_where_their_target_exists():
+    config = monitored(STACK)
+    assert alert_names(config) == set(rules.ALERTS), "prod-hoalac has every target: Kueue, LDAP, the jail, cert-manager, GPUs, accounting"
+    operators = config.operators.model_copy(update={"kueue": config.operators.kueue.model_copy(update={"enabled": False})})
+    gpuless = without(config, node_pools=[pool for pool in config.node_pools if not pool.has_gpu])
+    accounting = config.slurm.accounting.model_copy(update={"enabled": False})
+    gone = [
+        ({"KueuePendingWithFreeQuota"}, without(config, operators=operators)),
+        ({"LdapUnavailable"}, without(config, ldap=config.ldap.model_copy(update={"enabled": False}))),
+        ({"GpuXidError", "GpuFallenOffBus"}, gpuless),
+        ({"SlurmdbdDown"}, without(config, slurm=config.slurm.model_copy(update={"accounting": accounting}))),
+    ]
+    for alerts, lacking in gone:
+        assert alert_names(lacking) == set(rules.ALERTS) - alerts, alerts
+    # No tenants: no tenant rule, no tenant alert, and no ClusterQueue to watch.
+    untenanted = without(config, tenants=[])
+    assert alert_names(untenanted) == set(rules.ALERTS) - {"TenantBelowGuarantee", "KueuePendingWithFreeQuota"}
+    assert not [rule for rule in all_rules(untenanted) if "record" in rule]
+
+
+def test_no_jail_alert_without_the_jail_claim():
+    config = monitored("staging-hangzhou")  # ACK: no jail
+    assert not config.keeps_jail
+    assert "JailFilesystemFull" not in alert_names(config)
+    assert "JailFilesystemFull" in alert_names(monitored(STACK))
+
+
+def test_the_thresholds_come_from_monitoring_alerts():
+    config = monitored(STACK, alerts={"guaranteeBrokenFor": "25m", "jailFullPercent": 77, "certificateExpiryDays": 3})
+    by_name = {rule["alert"]: rule for rule in all_rules(config) if "alert" in rule}
+    assert by_name["TenantBelowGuarantee"]["for"] == "25m"
+    assert by_name["JailFilesystemFull"]["expr"].endswith("> 77")
+    assert by_name["CertificateExpiringSoon"]["expr"].endswith(f"< {3 * 86400}")
+
+
+def test_the_jail_ldap_and_certificates_are_looked_for_where_the_stack_puts_them():
+    config = monitored(STACK)
+    by_name = {rule["alert"]: rule["expr"] for rule in all_rules(config) if "alert" in rule}
+    assert 'persistentvolumeclaim="jail-pvc"' in by_name["JailFilesystemFull"]
+    assert f'namespace="{config.cluster.namespace}", statefulset="ldap"' in by_name["LdapUnavailable"]
+    namespaces = re.search(r'exported_namespace=~"([^"]+)"', by_name["CertificateExpiringSoon"])
+    assert namespaces is not None
+    assert {config.cluster.namespace, config.operators.cert_manager.namespace, config.operators.soperator.namespace} <= set(
+        namespaces.group(1).split("|")
+    )
+    assert "default" not in namespaces.group(1).split("|")
