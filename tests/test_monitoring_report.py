@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components import kueue
-from components.config import parse_config
+from components.config import CLUSTER_NAME_MAX, parse_config
 from components.monitoring import report, usage
 from components.monitoring.usage import UTC, Guarantee, Run
 from components.slurm import operator_module
@@ -184,6 +184,15 @@ def test_the_cronjob_runs_sacct_and_the_report_as_a_slurm_client_without_a_kuber
     assert config_map["data"][report.USAGE] == Path(usage.__file__).read_text()
     assert usage.guarantees_from_json(config_map["data"][report.GUARANTEES]) == report.guarantees(config)
     assert f"AuthType={client.auth}" in config_map["data"]["slurm.conf"]
+
+
+def test_a_long_cluster_name_is_cut_to_fit_the_cronjobs_name():
+    document = copy.deepcopy(stack_config("dev-lab"))
+    document["cluster"] = {**document["cluster"], "name": "c" * CLUSTER_NAME_MAX}
+    document["monitoring"] = {"enabled": True}
+    _, cron_job = report.render(parse_config(document))
+    assert cron_job["metadata"]["name"] == "c" * (52 - len("-usage-report")) + "-usage-report"
+    assert report.name(with_monitoring("dev-lab")) == "lab-hpc-usage-report"
 
 
 def test_the_shipped_usage_file_runs_alone_as_the_pod_runs_it(tmp_path):

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from slurm_rules import kube_rules
+
 from ..config import PlatformConfig
 from ..slurm import operator_module
 from ..slurm.client import SCRIPT_DIR, auth_setup, client_pod_spec
@@ -27,6 +29,8 @@ SCRIPT = "report.sh"
 USAGE = "usage.py"
 GUARANTEES = "guarantees.json"
 PERIOD_DAYS = 7
+# The API server refuses a longer CronJob name: each Job's name adds "-" and up to 10 digits, and it is a label value (63).
+CRONJOB_NAME_MAX = kube_rules.LABEL_VALUE_MAX - 11
 # Where the script keeps sacct's output for usage.py (the container's own filesystem, gone with it).
 SACCT_OUTPUT = "/tmp/sacct.txt"
 
@@ -45,7 +49,9 @@ def guarantees(config: PlatformConfig) -> list[Guarantee]:
 
 
 def name(config: PlatformConfig) -> str:
-    return f"{config.cluster.name}-usage-report"
+    """`<cluster>-usage-report`, the cluster part cut to fit a CronJob's name (CRONJOB_NAME_MAX)."""
+    suffix = "-usage-report"
+    return config.cluster.name[: CRONJOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
 
 def report_script(config: PlatformConfig) -> str:
