@@ -261,3 +261,40 @@ def test_sacct_runs_in_the_pods_of_the_operators_client_image(stack, role):
     config = parse_config(stack_config(stack))
     roles = operator_module(config).pod_roles(config)
     assert report_tool.client_pod_selector(config) == getattr(roles, role)["matchLabels"]
+
+
+FAKE_KUBECTL = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/calls"
+case " $* " in
+  *" get pods "*) echo pod/lab-hpc-controller-0 ;;
+  *" exec "*) cat "$(dirname "$0")/sacct.txt" ;;
+  *" get workloads"*) echo '{"items": []}' ;;
+esac
+"""
+
+
+def test_make_report_runs_the_query_in_a_running_slurm_pod_of_the_stacks_context(tmp_path, capsys, monkeypatch):
+    """No saved outputs: kubectl (here a stand-in that records its arguments) finds the pod and runs sacct in it."""
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    assert report_tool.main(["--stack", "dev-lab", "--from", "2026-11-02", "--to", "2026-11-09", "--json"]) == 0
+    rows = {row["tenant"]: row["used_gpu_hours"] for row in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows == {"default": round(8 + 30 / 3600, 3), "vc1": 120}
+    config = parse_config(stack_config("dev-lab"))
+    selector = ",".join(f"{k}={v}" for k, v in sorted(report_tool.client_pod_selector(config).items()))
+    sacct = usage.sacct_command("lab-hpc", "2026-11-02T00:00:00", "2026-11-09T00:00:00")
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"--context lab get pods -n lab-hpc -l {selector} --field-selector=status.phase=Running -o name",
+        f"--context lab exec -n lab-hpc pod/lab-hpc-controller-0 -- env TZ=UTC SLURM_TIME_FORMAT=standard {' '.join(sacct)}",
+    ]
+
+
+def test_make_report_says_what_it_could_not_reach(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no kubectl
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    assert report_tool.main(["--stack", "dev-lab"]) == 1
+    assert "kubectl is not on PATH; install it, or pass --sacct-file and --workloads-file" in capsys.readouterr().err
