@@ -34,7 +34,7 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(HOME)/.cache/slurm-platform/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight recover schema docs benchmark
+.PHONY: venv policy-venv toolchain test test-fast test-services lint up preview preflight report recover schema docs benchmark
 
 venv: $(STAMP)
 
@@ -126,6 +126,13 @@ recover: $(STAMP) toolchain
 preflight: $(STAMP)
 	$(if $(filter kwok,$(STACK)),KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") $(PYTHON) -m tools.preflight --stack $(STACK) \
 		$(foreach check,$(IGNORE),--ignore $(check))
+
+# Each tenant's GPU-hours used against guaranteed from FROM to TO (UTC dates or times; default the last 7 days), per
+# scheduler, from sacct (kubectl exec in a Slurm pod) and Kueue's Workloads (tools/report.py): reads only. JSON=1 for JSON;
+# SACCT_FILE=<file> reads a saved sacct output (the report CronJob's log) instead of the cluster.
+report: $(STAMP)
+	$(if $(filter kwok,$(STACK)),KUBECONFIG="$$(scripts/kube-local.sh kubeconfig)") $(PYTHON) -m tools.report --stack $(STACK) \
+		$(if $(FROM),--from $(FROM)) $(if $(TO),--to $(TO)) $(if $(JSON),--json) $(if $(SACCT_FILE),--sacct-file $(SACCT_FILE))
 
 # Writes config.schema.json, stack.schema.json and policies/config/<stack>.json; a failure leaves each as it was.
 schema: $(STAMP)

@@ -48,16 +48,11 @@ from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_storage_classes, quantity_value
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
+from .slurm.client import auth_setup, client_pod_spec
 from .slurm.common import (
-    KEY_DIR,
-    MUNGE_SOCKET,
-    SACK_SOCKET,
     admission_policy,
     client_slurm_conf,
-    munged_lines,
     priority_class_policy,
-    system_placement,
-    system_priority_class_name,
     tenant_namespace_names,
 )
 
@@ -68,8 +63,6 @@ QOS_PRIORITY = {"prod": 100, "test": 10, "oppo": 0}
 # Kubernetes pod priorities in the same order; oppo below the default 0, like HiveD's -1.
 POD_PRIORITY = {"prod": 100000, "test": 10000, "oppo": -1}
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": cell_fit.TENANTS_COMPONENT}
-# Where the Job finds its script and client slurm.conf, and the auth key.
-SCRIPT_DIR = "/tenants"
 SCRIPT = "sacctmgr.sh"
 # The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
 RESERVATION_PREFIX = "cells."
@@ -232,21 +225,6 @@ def reservations(config: PlatformConfig) -> list[Reservation]:
     return found
 
 
-def _auth_setup(client: AccountingClient) -> list[str]:
-    if client.munge_image:
-        return [f"until [ -S {MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done"]
-    if client.auth == "auth/munge":
-        return munged_lines(f"{KEY_DIR}/key")
-    # auth/slurm signs with the key only inside Slurm's daemons: a client such as sacctmgr asks sackd, over its socket,
-    # so the script runs one on the key (as Slinky's login pods do); it ends with the container. sackd detaches before
-    # reading slurm.conf: if no socket comes, sacctmgr below says why (a bad config, or no sackd).
-    return [
-        f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key",
-        "sackd",
-        f"for _ in $(seq 5); do [ -S {SACK_SOCKET} ] && break; echo waiting for sackd; sleep 1; done",
-    ]
-
-
 # What sacctmgr prints while slurmdbd is not up yet (or its Service has no address yet);
 # anything else is a fault that waiting does not fix.
 NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service not known", "Connection timed out", "No route to host")
@@ -264,8 +242,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         "#!/bin/bash",
         "# The tenants' Slurm accounts, QOS and associations (slurm-platform; components/tenancy.py).",
         "set -euo pipefail",
-        f"install -d /etc/slurm && cp {SCRIPT_DIR}/slurm.conf /etc/slurm/slurm.conf",
-        *_auth_setup(client),
+        *auth_setup(client),
         # Wait only while slurmdbd is unreachable; fail at once on anything else (auth, config, ...).
         "until out=$(sacctmgr -nP show cluster format=Cluster 2>&1); do",
         f'  grep -qE {q("|".join(NOT_REACHABLE_YET))} <<<"$out" || {{ echo "$out" >&2; exit 1; }}',
@@ -398,45 +375,7 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
 def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     """Runs the script once per tenant config: a new hash is a new Job (Jobs are immutable)."""
     labels = {**LABELS, "slurm-platform/tenants-hash": tenants_hash(config)}
-    key_mount = {"name": "auth-key", "mountPath": KEY_DIR, "readOnly": True}
-    munge_mount = {"name": "munge-socket", "mountPath": "/run/munge"}
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "OnFailure",
-        # It talks to slurmdbd only, never to the API server.
-        "automountServiceAccountToken": False,
-        **system_placement(config),
-        # Tenants come with soperator 4.x, ACK or Slinky, which all declare the class: no tenant pod outranks it.
-        "priorityClassName": system_priority_class_name(config),
-        "containers": [
-            {
-                "name": "sacctmgr",
-                "image": client.image,
-                "command": ["/bin/bash", f"{SCRIPT_DIR}/{SCRIPT}"],
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-                # The key goes where munged runs (a sidecar where the image has no munged).
-                "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}, *([] if client.munge_image else [key_mount])],
-            }
-        ],
-        "volumes": [
-            {"name": "script", "configMap": {"name": f"{config.cluster.name}-tenants"}},
-            {"name": "auth-key", "secret": {"secretName": client.key_secret, "items": [{"key": client.key, "path": "key"}], "defaultMode": 0o400}},
-        ],
-    }
-    if client.munge_image:
-        # A native sidecar (an init container that keeps running): the Job completes when sacctmgr does.
-        pod_spec["initContainers"] = [
-            {
-                "name": "munge",
-                "image": client.munge_image,
-                "restartPolicy": "Always",
-                # munged wants a plain root-owned 0400 file in a private directory, not the Secret's symlink.
-                "command": ["/bin/sh", "-c", f"install -m 0400 {KEY_DIR}/key /etc/munge/munge.key && exec munged -F -S {MUNGE_SOCKET}"],
-                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-                "volumeMounts": [key_mount, munge_mount],
-            }
-        ]
-        pod_spec["containers"][0]["volumeMounts"].append(munge_mount)
-        pod_spec["volumes"].append({"name": "munge-socket", "emptyDir": {}})
+    pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "sacctmgr", SCRIPT, f"{config.cluster.name}-tenants")}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -441,7 +441,7 @@ class SlurmLab(Lab):
     def sackd(self, etc: Path) -> None:
         """sackd (once) on the lab's key and the slurm.conf in `etc`: auth/slurm's clients (sacctmgr, sbatch, squeue)
         get their credentials from it, for every cluster of the lab, since all use the key."""
-        from components.tenancy import SACK_SOCKET
+        from components.slurm.common import SACK_SOCKET
 
         if any(name == "sackd" for name, _ in self.daemons):
             return
@@ -600,13 +600,17 @@ def nvidia_devices(lab: Lab, count: int) -> None:
     lab.run("sh", "-c", " && ".join(made), host=True)
 
 
-def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None) -> subprocess.CompletedProcess:
-    """A pod's script the way its container sees the world, on this machine: a private mount
-    namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
+def run_pod_script(
+    lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None, script: Optional[str] = None
+) -> subprocess.CompletedProcess:
+    """A pod's script (the ConfigMap's `script`, the tenants Job's by default) the way its container sees the world,
+    on this machine: a private mount namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
     the ConfigMap's `files` at /tenants, the auth key (if any) at /auth-key/key, and its own writable
     /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services). In a PID namespace of
     its own, as a container: the daemons the script starts (munged, sackd) end with it."""
-    from components.tenancy import KEY_DIR, SCRIPT, SCRIPT_DIR
+    from components.slurm.client import SCRIPT_DIR
+    from components.slurm.common import KEY_DIR
+    from components.tenancy import SCRIPT
 
     assert lab.fs, "a pod runs in a generation's root filesystem"
     base = lab.dir(f"pod-{name}")
@@ -626,7 +630,7 @@ def run_pod_script(lab: Lab, name: str, files: Mapping[str, str], hosts: Iterabl
         binds["/run/slurm"] = lab.dir(f"pod-{name}/run-slurm")
     mounts = [f"mkdir -p {lab.fs}{target} && mount --bind {source} {lab.fs}{target}" for target, source in binds.items()]
     mounts.append(f"mount --bind {hosts_file} {lab.fs}/etc/hosts")
-    command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{SCRIPT}"
+    command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{script or SCRIPT}"
     return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
 
 
@@ -864,11 +868,20 @@ def tenants_job(lab: SlurmLab, config: Any, name: str, conf_edit: Callable[[str]
     from components.slurm import operator_module
 
     client = operator_module(config).accounting_client(config)
-    data = tenancy.config_map(config, client)["data"]
+    return slurm_client_pod(lab, config, name, tenancy.config_map(config, client)["data"], conf_edit=conf_edit)
+
+
+def slurm_client_pod(
+    lab: SlurmLab, config: Any, name: str, data: dict[str, str], script: Optional[str] = None, conf_edit: Callable[[str], str] = lambda text: text
+) -> subprocess.CompletedProcess:
+    """A Slurm client pod's script (components/slurm/client.py) from its ConfigMap's `data`, against the lab's slurmdbd and slurmctld."""
+    from components.slurm import operator_module
+
+    client = operator_module(config).accounting_client(config)
     conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
-    data["slurm.conf"] = conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")
+    data = {**data, "slurm.conf": conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")}
     key = SLURM_KEY.encode() if client.auth == "auth/slurm" else (lab.root / "munge" / "munge.key").read_bytes()
-    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key)
+    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key, script=script)
 
 
 # --- OpenLDAP ----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from components.config import tenants as tenancy_config
 from components.config.identity import derived_id
 from components.identity.entries import seed_ldif
 from components.platform import build_platform
-from components.slurm import ack, manifest_of, operator_module, slinky, soperator4
+from components.slurm import ack, common, manifest_of, operator_module, slinky, soperator4
 from components.slurm.common import worker_anti_affinity
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
@@ -383,13 +383,13 @@ def test_the_job_reaches_slurmdbd_the_way_its_operators_auth_takes(stack):
     lines = tenancy.sacctmgr_script(config, client).splitlines()
     first_sacctmgr = next(i for i, line in enumerate(lines) if "sacctmgr" in line and not line.startswith("#"))
     if client.munge_image:
-        assert f"until [ -S {tenancy.MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done" in lines
+        assert f"until [ -S {common.MUNGE_SOCKET} ]; do echo waiting for munged; sleep 1; done" in lines
     elif client.auth == "auth/munge":
         assert "install -d -o munge -g munge -m 0755 /run/munge" in lines
         assert lines.index("runuser -u munge -- munged") < first_sacctmgr
     else:
         assert client.auth == "auth/slurm"
-        assert lines.index("sackd") < first_sacctmgr and tenancy.SACK_SOCKET in lines[lines.index("sackd") + 1]
+        assert lines.index("sackd") < first_sacctmgr and common.SACK_SOCKET in lines[lines.index("sackd") + 1]
 
 
 @pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
@@ -820,7 +820,7 @@ def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
     (munge,) = pod["initContainers"]
     assert munge["image"] == client.munge_image and munge["restartPolicy"] == "Always"
     assert {"name": "munge-socket", "mountPath": "/run/munge"} in pod["containers"][0]["volumeMounts"]
-    assert f"until [ -S {tenancy.MUNGE_SOCKET} ]" in tenancy.sacctmgr_script(config, client)
+    assert f"until [ -S {common.MUNGE_SOCKET} ]" in tenancy.sacctmgr_script(config, client)
     # ACK's all-in-one image starts munged itself.
     ack_config = with_tenants(*two_teams("staging-hangzhou"), stack="staging-hangzhou")
     ack_client = operator_module(ack_config).accounting_client(ack_config)

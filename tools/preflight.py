@@ -248,7 +248,7 @@ def node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> Iterator
     by_name = {node["metadata"]["name"]: node for node in nodes}
     for i, pool in enumerate(config.node_pools):
         subject = f"node pool {pool.name}"
-        selector = _label_text(pool.selector)
+        selector = label_text(pool.selector)
         if pool.karpenter is not None:
             yield Check(subject, f"provisioned by its Karpenter NodePool ({pool.node_count} nodes as they are needed)")
             continue
@@ -293,7 +293,7 @@ def pool_members(pool: NodePoolConfig, node: dict[str, Any]) -> bool:
     return node["metadata"]["name"] in pool.label_existing_nodes or carries(node, pool.selector)
 
 
-def _label_text(labels: dict[str, str]) -> str:
+def label_text(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
@@ -312,7 +312,7 @@ def pool_overlap_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> 
     def why(i: int, pool: NodePoolConfig, name: str) -> str:
         if name in pool.label_existing_nodes:
             return f"{pool.name} (nodePools[{i}].labelExistingNodes)"
-        return f"{pool.name} (nodePools[{i}].selector {_label_text(pool.selector)})"
+        return f"{pool.name} (nodePools[{i}].selector {label_text(pool.selector)})"
 
     listed = "; ".join(f"{name} is in " + " and ".join(why(i, pool, name) for i, pool in pools) for name, pools in sorted(shared.items()))
     yield Check(
@@ -330,7 +330,7 @@ def kueue_node_checks(config: PlatformConfig, nodes: list[dict[str, Any]]) -> It
     for i, pool in enumerate(config.node_pools):
         if not pool.kueue_node_labels or pool.karpenter is not None:
             continue  # a Karpenter pool's nodes come and go: its NodePool labels them
-        labels = _label_text(pool.kueue_node_labels)
+        labels = label_text(pool.kueue_node_labels)
         members = [node for node in nodes if pool_members(pool, node)]
         kueue = sorted(n["metadata"]["name"] for n in members if carries(n, pool.kueue_node_labels))
         wanted = pool.node_count - pool.worker_replicas
