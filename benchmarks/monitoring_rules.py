@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from components.config import PlatformConfig, parse_config  # noqa: E402
 from components.monitoring import rules, series  # noqa: E402
-from tests.harness import stack_config  # noqa: E402
+from tests.harness import prometheus_bin, stack_config  # noqa: E402
 
 TENANTS, KUEUE_TENANTS, NODES, GPUS = 40, 10, 40, 8
 INTERVAL = 2  # seconds between scrapes and between rule evaluations
@@ -123,8 +123,7 @@ def last_evaluations(port: int) -> list[tuple[str, float, float]]:
 
 
 def main() -> None:
-    built = subprocess.run([str(ROOT / "scripts" / "prometheus-local.sh"), "build"], capture_output=True, text=True, check=True)
-    bin_dir = Path(built.stdout.strip())
+    bin_dir = prometheus_bin()
     config = config_of_40_tenants()
     start = time.perf_counter()
     groups = rules.rule_groups(config)

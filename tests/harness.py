@@ -3,10 +3,12 @@ for the tests and the benchmarks."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from components.config import PlatformConfig, parse_config
 from components.config.operator_keys import READ_BY
 from tools.policy_configs import raw_stack_config, stacks
 from tools.program_mocks import Run, run_under_mocks
@@ -22,6 +24,20 @@ def stack_config(stack: str) -> dict[str, Any]:
 
 def example_stacks() -> list[str]:
     return stacks(ROOT)
+
+
+def monitored(stack: str, **monitoring: Any) -> PlatformConfig:
+    """An example stack with monitoring on (and `monitoring` keys set)."""
+    document = copy.deepcopy(stack_config(stack))
+    document["monitoring"] = {**document.get("monitoring", {}), "enabled": True, **monitoring}
+    return parse_config(document)
+
+
+def prometheus_bin() -> Path:
+    """The directory of prometheus, promtool and node_exporter as scripts/prometheus-local.sh builds them (cached)."""
+    built = subprocess.run([str(ROOT / "scripts" / "prometheus-local.sh"), "build"], capture_output=True, text=True)
+    assert built.returncode == 0, f"no prometheus: {built.stderr[-2000:]}\nbuild it with: scripts/prometheus-local.sh build"
+    return Path(built.stdout.strip().splitlines()[-1])
 
 
 def tracked_files() -> list[Path]:

@@ -8,7 +8,6 @@ and annotations (components/monitoring/rules.py ALERTS), never a copy of the exp
 
 from __future__ import annotations
 
-import copy
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -18,26 +17,17 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import PlatformConfig, parse_config
+from components.config import PlatformConfig
 from components.monitoring import rules, series
-from tests.harness import ROOT, example_stacks, stack_config
+from tests.harness import example_stacks, monitored, prometheus_bin
 
-PROMETHEUS = ROOT / "scripts" / "prometheus-local.sh"
 STACK = "prod-hoalac"  # llm 16 GPUs, vision 8 (and 8 through Kueue), speech 6; LDAP, the jail, cert-manager
 MINUTES = 70  # how long every input series lasts: past the 1h of GPU-hours and the certificates' `for`
 
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    built = subprocess.run([str(PROMETHEUS), "build"], capture_output=True, text=True, timeout=1800)
-    assert built.returncode == 0, built.stderr
-    return Path(built.stdout.strip()) / "promtool"
-
-
-def monitored(stack: str) -> PlatformConfig:
-    raw = copy.deepcopy(stack_config(stack))
-    raw["monitoring"] = {**raw.get("monitoring", {}), "enabled": True}
-    return parse_config(raw)
+    return prometheus_bin() / "promtool"
 
 
 def run(promtool: Path, *args: str, cwd: Path) -> str:

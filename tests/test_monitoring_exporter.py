@@ -14,16 +14,10 @@ from components.config import parse_config
 from components.monitoring import exporter, series
 from components.slurm import operator_module
 from components.slurm.common import KEY_DIR, system_priority_class_name
-from tests.harness import stack_config
+from tests.harness import monitored, stack_config
 
 # A stack of each operator (tests/test_services_slurm.py OPERATOR_STACKS) and the UID its SlurmUser has in its images.
 SLURM_USERS = {"prod-hanoi": 0, "dev-lab": 0, "prod-hcm": 401, "staging-hangzhou": 1109}
-
-
-def monitored(stack: str, **monitoring: Any) -> Any:
-    document = copy.deepcopy(stack_config(stack))
-    document["monitoring"] = {**document.get("monitoring", {}), "enabled": True, **monitoring}
-    return parse_config(document)
 
 
 def by_kind(config) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,6 @@ and each rule evaluated on input series) is in tests/test_kube_monitoring_rules.
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from components.config import PlatformConfig, parse_config
 from components.monitoring import rules, series
 from components.operator_charts import kueue_configuration
-from tests.harness import ROOT, example_stacks, stack_config
+from tests.harness import ROOT, example_stacks, monitored, stack_config
 from tests.promql import metric_names
 from tools import docs
 
@@ -30,12 +29,6 @@ KUEUE_METRICS = {
 }
 # Who else: NVIDIA's DCGM exporter, kube-state-metrics, the kubelet, cert-manager, and Prometheus's own `up`.
 OTHER_SOURCES = ("DCGM_FI_", "kube_", "kubelet_volume_stats_", "certmanager_")
-
-
-def monitored(stack: str, **overrides: Any) -> PlatformConfig:
-    raw = copy.deepcopy(stack_config(stack))
-    raw["monitoring"] = {**raw.get("monitoring", {}), "enabled": True, **overrides}
-    return parse_config(raw)
 
 
 def all_rules(config: PlatformConfig) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import urllib.parse
 import urllib.request
 from collections import Counter, defaultdict
@@ -20,7 +19,7 @@ import pytest
 from components.config import parse_config
 from components.monitoring import exporter, rules, series
 from components.slurm import operator_module
-from tests.harness import ROOT
+from tests.harness import prometheus_bin
 from tests.services import as_operator, for_this_machine, free_port, operator_lab, tenants_job, wait_for
 from tests.test_services_slurm import CONFIGURATIONS, LAB_CONFIG, LAB_NODES, USERS, cancel_all
 
@@ -198,14 +197,6 @@ def test_the_exporter_sees_every_tenants_jobs_as_squeue_does_while_tenants_see_o
 # --- A real Prometheus scraping a real node_exporter that serves the collector's file -----------------------
 
 
-def prometheus_binaries() -> Path:
-    """prometheus and node_exporter as scripts/prometheus-local.sh builds them (cached); the test fails where it cannot."""
-    built = subprocess.run([str(ROOT / "scripts" / "prometheus-local.sh"), "build"], capture_output=True, text=True)
-    if built.returncode != 0:
-        pytest.fail(f"no prometheus: {built.stderr[-2000:]}\nbuild it with: scripts/prometheus-local.sh build")
-    return Path(built.stdout.strip().splitlines()[-1])
-
-
 class Prometheus:
     def __init__(self, port: int):
         self.url = f"http://127.0.0.1:{port}"
@@ -230,7 +221,7 @@ def prometheus(lab):
     file; Prometheus scraping it as the ServiceMonitor does (job slurm-exporter, the cluster's namespace as the
     target's), with the rules components/monitoring/rules.py renders, evaluated every second."""
     config = lab.config
-    binaries = prometheus_binaries()
+    binaries = prometheus_bin()
     work, user, env = collector(lab)
     lab.start("collector", "env", *env, "sh", str(work / exporter.SCRIPT), user=user)
     exporter_port, port = free_port(), free_port()
