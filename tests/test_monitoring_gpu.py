@@ -209,12 +209,6 @@ def test_prolog_writes_the_job_id_for_exactly_its_gpus_and_epilog_removes_them(t
     assert mapping(directory) == {}
 
 
-def test_cuda_visible_devices_where_slurm_job_gpus_is_unset(tmp_path):
-    (tmp_path / "map").mkdir()
-    assert run_script(tmp_path / "map", "prolog_slurmd", SLURM_JOB_ID="7", CUDA_VISIBLE_DEVICES="1").returncode == 0
-    assert mapping(tmp_path / "map") == {"1": "7\n"}
-
-
 def test_epilog_leaves_a_gpu_that_names_another_job(tmp_path):
     (tmp_path / "map").mkdir()
     (tmp_path / "map" / "1").write_text("99\n")

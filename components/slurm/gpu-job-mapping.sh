@@ -11,8 +11,9 @@ context=${SLURM_SCRIPT_CONTEXT:-}
 log() { echo "gpu-job-mapping ($context): $*" >&2; }
 
 job=${SLURM_JOB_ID:-}
-# The job's GPUs on this node, by index (gres.conf's order); CUDA_VISIBLE_DEVICES holds the same indices here.
-gpus=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}
+# The job's GPUs on this node, by index: Slurm sets it for the Prolog and the Epilog from 22.05 to 26.05
+# (CUDA_VISIBLE_DEVICES too, unless gres.conf's Flags leave it out).
+gpus=${SLURM_JOB_GPUS:-}
 [[ -n $gpus ]] || exit 0
 # Digits only (a job id is a uint32): nothing else can reach a file name or its content.
 if [[ ! $job =~ ^[0-9]{1,10}$ ]]; then
