@@ -739,6 +739,18 @@ def slinky_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]
     )
 
 
+def gpu_job_scripts(lab: SlurmLab) -> dict[str, Path]:
+    """The job-mapping Prolog and Epilog where a worker mounts them (components/slurm/gpu_jobs.py), as a `paths`
+    entry: the rendered script in a directory of the test's, writing the mapping into another."""
+    from components.slurm import gpu_jobs
+
+    scripts = lab.dir("gpu-job-scripts")
+    for name in (gpu_jobs.PROLOG, gpu_jobs.EPILOG):
+        (scripts / name).write_text(gpu_jobs.script(str(lab.dir("gpu-job-mapping"))))
+        (scripts / name).chmod(0o755)
+    return {gpu_jobs.SCRIPTS_DIR: scripts}
+
+
 def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
     """ACK's generated slurm.conf verbatim but for site lines, then the lab's (`lab_site_lines`); each node a
     dynamic node of its worker group (`NodeSet=<group> Feature=<group>`), its GPUs those of the group, its
@@ -749,7 +761,7 @@ def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) 
     pools = {pool.name: pool for pool in config.gpu_pools}
     state = lab.dir("state", "slurm")
     hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
-    paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n"}
+    paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n", **gpu_job_scripts(lab)}
     ports = {"SlurmctldPort": lab.ctld_port, "AccountingStoragePort": lab.dbd_port}
     conf = for_this_machine(ack.slurm_conf(config), hosts, paths, ports) + "\n".join(lab_site_lines(lab, state)) + "\n"
     dynamic = {

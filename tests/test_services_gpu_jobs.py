@@ -1,6 +1,7 @@
 """dcgm-exporter's HPC job mapping kept by real slurmd (tests/services.py) of each Slurm generation: the rendered
 script (components/slurm/gpu_jobs.py) as slurm.conf's Prolog and Epilog, on a node of three fake GPUs, writes
-each running job's id under exactly the GPU indices Slurm gave it, and removes them when the job ends."""
+each running job's id under exactly the GPU indices Slurm gave it, and removes them when the job ends; and ACK's
+rendered slurm.conf runs it from where its workers mount it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from components.config import parse_config
 from components.slurm import gpu_jobs
-from tests.services import GENERATIONS, SlurmLab, etc_digest, gpu_device_nodes, lab_node_shape, lab_site_lines, require_packages, wait_for
+from tests.harness import stack_config
+from tests.services import (
+    GENERATIONS,
+    SlurmLab,
+    as_operator,
+    etc_digest,
+    gpu_device_nodes,
+    lab_node_shape,
+    lab_site_lines,
+    operator_lab,
+    require_packages,
+    tenants_job,
+    wait_for,
+)
 
 NODE = "gpu-0"
 GPUS = 3
@@ -125,3 +140,24 @@ def test_without_the_directory_jobs_run_and_the_node_stays_up(lab):
         wait_for(lambda: node_state(lab) == "idle", f"{NODE} idle", 60)
     finally:
         lab.dir(MAPPING)
+
+
+def test_acks_slurm_conf_runs_the_mapping_from_the_workers_mount():
+    """dev-lab with monitoring, deployed by ACK on the generation of its experiments (tests/test_services_slurm.py):
+    its slurm.conf verbatim but for site paths (the scripts' mount, tests/services.py gpu_job_scripts)."""
+    release = "24.11"
+    document = {**stack_config("dev-lab"), "monitoring": {"enabled": True}}
+    config = parse_config(as_operator(document, "ack", release))
+    assert gpu_jobs.maps_gpu_jobs(config)
+    nodes = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
+    with operator_lab("ack", config, nodes, ["alice", "bob", "carol", "dan"], release) as lab:
+        applied = tenants_job(lab, config, "gpu-jobs")
+        assert applied.returncode == 0, applied.stderr[-2000:]
+        # Account default's cells are on gpu-c: its one GPU, index 0.
+        job = lab.sbatch("alice", "-A", "default", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 300").stdout.strip()
+        directory = lab.root / "gpu-job-mapping"
+        wait_for(lambda: {p.name: p.read_text() for p in directory.iterdir()} == {"0": f"{job}\n"}, f"job {job} mapped", 30)
+        lab.run("scancel", job)
+        wait_for(lambda: not list(directory.iterdir()), f"job {job} unmapped", 60)
+        # Neither script failed (that drains the node): it is as the tenants' reservations leave it.
+        wait_for(lambda: lab.run("sinfo", "-h", "-n", "gpu-c-0", "-o", "%T").stdout.strip() in ("idle", "reserved"), "gpu-c-0 free", 30)
