@@ -142,22 +142,28 @@ def test_without_the_directory_jobs_run_and_the_node_stays_up(lab):
         lab.dir(MAPPING)
 
 
-def test_acks_slurm_conf_runs_the_mapping_from_the_workers_mount():
-    """dev-lab with monitoring, deployed by ACK on the generation of its experiments (tests/test_services_slurm.py):
-    its slurm.conf verbatim but for site paths (the scripts' mount, tests/services.py gpu_job_scripts)."""
-    release = "24.11"
+# Each operator on the generation of its experiments (tests/test_services_slurm.py), and the GPU node of account
+# default's cells there.
+OPERATOR_LABS = {"ack": ("24.11", "gpu-c-0"), "soperator 4.1.7": ("26.05", "gpu-c-0"), "slinky": ("26.05", "gpu-c-0")}
+
+
+@pytest.mark.parametrize("operator", OPERATOR_LABS)
+def test_each_operators_slurm_conf_runs_the_mapping_as_it_renders_it(operator):
+    """dev-lab with monitoring, deployed by each operator: its Prolog and Epilog lines as the operator writes them
+    (ACK: the slurm.conf we render; soperator 4.1.7: slurmConfig; Slinky: a line per key of the ConfigMaps its
+    Controller references), the scripts at the lab's copy of their mount (tests/services.py gpu_job_scripts)."""
+    release, node = OPERATOR_LABS[operator]
     document = {**stack_config("dev-lab"), "monitoring": {"enabled": True}}
-    config = parse_config(as_operator(document, "ack", release))
+    config = parse_config(as_operator(document, operator, release))
     assert gpu_jobs.maps_gpu_jobs(config)
     nodes = {"gpu-c-0": ("gpu-c", 1), "gpu-d-0": ("gpu-d", 1)}
-    with operator_lab("ack", config, nodes, ["alice", "bob", "carol", "dan"], release) as lab:
+    with operator_lab(operator, config, nodes, ["alice", "bob", "carol", "dan"], release) as lab:
         applied = tenants_job(lab, config, "gpu-jobs")
         assert applied.returncode == 0, applied.stderr[-2000:]
-        # Account default's cells are on gpu-c: its one GPU, index 0.
         job = lab.sbatch("alice", "-A", "default", "-p", "gpu-c", "--gres=gpu:1", "--wrap", "sleep 300").stdout.strip()
         directory = lab.root / "gpu-job-mapping"
         wait_for(lambda: {p.name: p.read_text() for p in directory.iterdir()} == {"0": f"{job}\n"}, f"job {job} mapped", 30)
         lab.run("scancel", job)
         wait_for(lambda: not list(directory.iterdir()), f"job {job} unmapped", 60)
         # Neither script failed (that drains the node): it is as the tenants' reservations leave it.
-        wait_for(lambda: lab.run("sinfo", "-h", "-n", "gpu-c-0", "-o", "%T").stdout.strip() in ("idle", "reserved"), "gpu-c-0 free", 30)
+        wait_for(lambda: lab.run("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() in ("idle", "reserved"), f"{node} free", 30)
