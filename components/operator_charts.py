@@ -49,6 +49,7 @@ from .slurm.common import (
     priority_class_policy,
     tenant_namespace_names,
 )
+from .slurm.gpu_jobs import MAPPING_DIR, maps_gpu_jobs
 
 # startupapicheck is a post-install hook (see HELM_HOOKS).
 CERT_MANAGER_VALUES: dict[str, Any] = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
@@ -67,11 +68,27 @@ def gpu_operator_values(config: PlatformConfig) -> dict[str, Any]:
         "cdi": {"enabled": True},
         "toolkit": {"enabled": gpu.toolkit_enabled, "env": GPU_TOOLKIT_ENV},
         "devicePlugin": {"enabled": gpu.device_plugin_enabled},
-        "dcgmExporter": {"enabled": gpu.dcgm_exporter_enabled},
+        "dcgmExporter": dcgm_exporter_values(config),
         "mig": {"strategy": gpu.mig_strategy},
         "nfd": {"enabled": gpu.node_feature_discovery},
     }
     return deep_merge(values, gpu.values)
+
+
+def dcgm_exporter_values(config: PlatformConfig) -> dict[str, Any]:
+    """With monitoring, the operator's ServiceMonitor for dcgm-exporter, selected by our Prometheus, and the HPC job
+    mapping our Slurm Prolog writes (components/slurm/gpu_jobs.py). Its Kubernetes mapping (pod, namespace and
+    container labels on a GPU a pod holds: a Kueue workload's) is on in every dcgm-exporter the operator runs."""
+    values: dict[str, Any] = {"enabled": config.operators.gpu_operator.dcgm_exporter_enabled}
+    if maps_gpu_jobs(config):
+        monitoring = config.monitoring
+        values["serviceMonitor"] = {
+            "enabled": True,
+            "interval": monitoring.scrape_interval,
+            "additionalLabels": dict(monitoring.prometheus.selector_labels),
+        }
+        values["hpcJobMapping"] = {"enabled": True, "directory": MAPPING_DIR}
+    return values
 
 
 def network_operator_values(config: PlatformConfig) -> dict[str, Any]:

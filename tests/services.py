@@ -696,6 +696,10 @@ def soperator4_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, 
         "PreemptType=preempt/partition_prio",
         *(f"NodeSet={p} Nodes={','.join(n for n, (pool, _) in nodes.items() if pool == p)}" for p in pools),
         *partitions,
+        # slurmConfig's fields (ours: the job-mapping Prolog and Epilog), at the lab's copy of the workers' mount.
+        *for_this_machine(
+            "\n".join(f"{key.capitalize()}={value}" for key, value in spec.get("slurmConfig", {}).items()), paths=gpu_job_scripts(lab)
+        ).splitlines(),
         "include custom_slurm.conf",
     ]
     custom = "# CUSTOM SLURM CONFIG\n" + spec["customSlurmConfig"] + "\n"
@@ -711,10 +715,16 @@ def slinky_slurm_conf(config: Any, lab: SlurmLab, name: str = "") -> str:
     """Slinky 1.2.1's own lines (MaxNodeCount=1024, the room its dynamic nodes need; a NodeSet per NodeSet CR
     over its Feature, no static nodes; no partition of its own: ours disable it), then the Controller's
     `extraConf` verbatim, as its controller builder writes slurm.conf."""
-    from components.slurm import slinky
+    from components.slurm import manifest_of, slinky
 
     nodesets = sorted({slinky.nodeset_name(pool) for pool in config.gpu_pools})
     own = ["MaxNodeCount=1024", *(f"NodeSet={feature} Feature={feature}" for feature in nodesets), f"SlurmdPort={free_port()}"]
+    # Prolog=<key> and Epilog=<key> for each key of the ConfigMaps its Controller references, which it mounts beside
+    # slurm.conf: here the lab's copy of the job-mapping scripts.
+    (scripts,) = gpu_job_scripts(lab).values()
+    spec, maps = slinky.controller(config)["spec"], {m["metadata"]["name"]: m for m in manifest_of(slinky.render(config), "ConfigMap")}
+    refs = (("Prolog", "prologScriptRefs"), ("Epilog", "epilogScriptRefs"))
+    own += [f"{kind}={scripts}/{key}" for kind, field in refs for ref in spec.get(field, []) for key in maps[ref["name"]]["data"]]
     extra = for_this_machine(slinky.controller(config)["spec"]["extraConf"] + "\n")
     cluster = f"{config.cluster.name}-{name}" if name else config.cluster.name
     # Its controller writes no SelectType or SelectTypeParameters: Slurm's defaults (cons_tres; memory consumable from 23.11).
@@ -743,6 +753,18 @@ def slinky_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]
     )
 
 
+def gpu_job_scripts(lab: SlurmLab) -> dict[str, Path]:
+    """The job-mapping Prolog and Epilog where a worker mounts them (components/slurm/gpu_jobs.py), as a `paths`
+    entry: the rendered script in a directory of the test's, writing the mapping into another."""
+    from components.slurm import gpu_jobs
+
+    scripts = lab.dir("gpu-job-scripts")
+    for name in (gpu_jobs.PROLOG, gpu_jobs.EPILOG):
+        (scripts / name).write_text(gpu_jobs.script(str(lab.dir("gpu-job-mapping"))))
+        (scripts / name).chmod(0o755)
+    return {gpu_jobs.SCRIPTS_DIR: scripts}
+
+
 def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) -> ClusterFiles:
     """ACK's generated slurm.conf verbatim but for site lines, then the lab's (`lab_site_lines`); each node a
     dynamic node of its worker group (`NodeSet=<group> Feature=<group>`), its GPUs those of the group, its
@@ -753,7 +775,7 @@ def ack_files(config: Any, lab: SlurmLab, nodes: Mapping[str, tuple[str, int]]) 
     pools = {pool.name: pool for pool in config.gpu_pools}
     state = lab.dir("state", "slurm")
     hosts = [ack.slurmctld_host(config), ack.slurmdbd_host(config)]
-    paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n"}
+    paths = {"/var/spool/slurmctld": state, "/var/spool/slurmd": state / "slurmd-%n", **gpu_job_scripts(lab)}
     ports = {"SlurmctldPort": lab.ctld_port, "AccountingStoragePort": lab.dbd_port}
     conf = for_this_machine(ack.slurm_conf(config), hosts, paths, ports) + "\n".join(lab_site_lines(lab, state)) + "\n"
     dynamic = {

@@ -44,3 +44,11 @@ EXPORTER_PORT_NAME = "metrics"
 # --- Grafana's dashboard sidecar: it loads every ConfigMap with this label as a dashboard --------------
 DASHBOARD_LABEL = "grafana_dashboard"
 DASHBOARD_LABEL_VALUE = "1"
+
+# --- The GPU operator's dcgm-exporter (operator_charts.dcgm_exporter_values) ------------------------
+# The label its per-GPU series carry for the Slurm job on that GPU (HPC job mapping, components/slurm/gpu_jobs.py),
+# beside its Kubernetes labels (pod, namespace, container) for a pod's GPU.
+DCGM_JOB_LABEL = "hpc_job"
+# Its metrics port (the operator's Service port gpu-metrics) and its pods' label app, in the GPU operator's namespace.
+DCGM_EXPORTER_PORT = 9400
+DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"

@@ -42,7 +42,7 @@ from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_
 from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
     PROLOG_FLAGS_CONTAIN,
     SSHD_PORT,
@@ -224,6 +224,9 @@ def slurm_conf(config: PlatformConfig) -> str:
             "ReconfigFlags=KeepPowerSaveSettings",
         ]
     lines = slurm_options.rendered(config.slurm_release, "slurm.conf", lines)
+    if gpu_jobs.maps_gpu_jobs(config):
+        # dcgm-exporter's HPC job mapping, from the scripts the workers mount (worker_group).
+        lines += [f"Prolog={gpu_jobs.PROLOG_PATH}", f"Epilog={gpu_jobs.EPILOG_PATH}"]
     lines += tenant_slurm_conf(config) + node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
     return "\n".join(lines) + "\n"
 
@@ -364,6 +367,9 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     # on cgroup v2, loading BPF device filters, which a container gets only privileged (as Slinky's and soperator's slurmd).
     resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))
     template = pod_template(config, "slurmd", [6818], resources, placement, {ROLE_LABEL: "worker"}, privileged=True)
+    volumes, mounts = gpu_jobs.worker_volumes(config)
+    template["spec"]["volumes"] += volumes
+    template["spec"]["containers"][0]["volumeMounts"] += mounts
     return {"groupName": pool.name, "replicas": pool.worker_replicas, "template": template}
 
 
@@ -755,6 +761,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
         state_claim(config),
         *system_priority(config),
         Rendered("slurm-conf", slurm_conf_config_map(config)),
+        *gpu_jobs.rendered(config),
         Rendered("cluster", slurm_cluster_manifest(config), ignore_changes=autoscaled, live_status=True, ready_when=READY),
         *copilot(config),
         *login(config),

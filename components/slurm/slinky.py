@@ -21,7 +21,7 @@ from ..config import NodePoolConfig, PlatformConfig
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from ..monitoring.monitors import database_metrics
-from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
     USER_PLACEHOLDER,
     contain_lines,
@@ -161,6 +161,11 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     }
     if config.slurm.accounting.enabled:
         spec["accountingRef"] = {"name": n["accounting"]}
+    if gpu_jobs.maps_gpu_jobs(config):
+        # Mounted into /etc/slurm as Prolog= and Epilog= by their keys; configless slurmd fetch them with slurm.conf.
+        scripts = gpu_jobs.script_config_map_names(config)
+        spec["prologScriptRefs"] = [{"name": scripts[gpu_jobs.PROLOG]}]
+        spec["epilogScriptRefs"] = [{"name": scripts[gpu_jobs.EPILOG]}]
     return {"apiVersion": API_VERSION, "kind": "Controller", "metadata": metadata(config, n["controller"]), "spec": spec}
 
 
@@ -176,6 +181,9 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
     volumes, mounts = submount_volumes(config)
     ca_volumes, ca_mounts = ldap_ca_files(config, SSSD_CA_FILE)
     volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
+    if gpu_jobs.maps_gpu_jobs(config):
+        # Where the Prolog writes dcgm-exporter's HPC job mapping: the same directory of the node.
+        volumes, mounts = [*volumes, gpu_jobs.mapping_volume()], [*mounts, gpu_jobs.mapping_mount()]
     pod = worker_placement(config, pool)
     if volumes:
         pod["volumes"] = volumes
@@ -337,7 +345,8 @@ def needs_cert_manager(config: PlatformConfig) -> bool:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    rendered = [*system_priority(config), Rendered("slurm-config", config_files(config)), Rendered("controller", controller(config))]
+    rendered = [*system_priority(config), Rendered("slurm-config", config_files(config)), *gpu_jobs.rendered(config)]
+    rendered.append(Rendered("controller", controller(config)))
     rendered += [
         Rendered(f"nodeset-{pool.name}", nodeset(config, pool), ready_when=nodeset_ready(pool) if pool.worker_replicas else None)
         for pool in config.gpu_pools

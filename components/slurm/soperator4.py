@@ -21,7 +21,7 @@ from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_SECRET
 from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..storage import JAIL_CLAIM
-from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
+from . import AccountingClient, KeySecret, PodRoles, Rendered, gpu_jobs, soperator
 from .common import (
     SSHD_PORT,
     USER_PLACEHOLDER,
@@ -265,6 +265,8 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             "volumeSources": soperator.volume_sources(config),
             "partitionConfiguration": partition_configuration(config),
             **({"customSlurmConfig": "\n".join(lines)} if (lines := custom_slurm_config(config)) else {}),
+            # slurmd's Prolog and Epilog, which the operator writes from slurmConfig into slurm.conf.
+            **({"slurmConfig": {"prolog": gpu_jobs.PROLOG_PATH, "epilog": gpu_jobs.EPILOG_PATH}} if gpu_jobs.maps_gpu_jobs(config) else {}),
             "populateJail": {
                 "image": populate_jail_image(config),
                 "k8sNodeFilterName": GPU_FILTER,
@@ -289,6 +291,12 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             },
         },
     }
+
+
+def gpu_job_mapping_mounts(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The scripts and dcgm-exporter's mapping directory in slurmd's container, where the Prolog runs (outside the jail)."""
+    volumes, mounts = gpu_jobs.worker_volumes(config)
+    return [{**mount, "volumeSource": {k: v for k, v in volume.items() if k != "name"}} for volume, mount in zip(volumes, mounts, strict=True)]
 
 
 def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
@@ -329,6 +337,7 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
                     for sub in config.storage.submounts
                 ],
                 "sharedMemorySize": worker.shared_memory_size,
+                **({"customVolumeMounts": mounts} if (mounts := gpu_job_mapping_mounts(config)) else {}),
             },
         },
         "munge": {
@@ -413,6 +422,7 @@ def render(config: PlatformConfig) -> list[Rendered]:
     rendered = [*system_priority(config)]
     if config.ldap.enabled:
         rendered.append(Rendered("login-sshd-config", sshd_config_map(config)))
+    rendered += gpu_jobs.rendered(config)
     rendered.append(Rendered("cluster", slurm_cluster_manifest(config), live_status=True, ready_when=soperator.READY))
     rendered += [Rendered(f"nodeset-{pool.name}", nodeset_manifest(config, pool)) for pool in config.gpu_pools]
     rendered += sconfigcontroller_rbac(config) + exporter_rbac(config)
