@@ -34,12 +34,11 @@ from .declare import declare
 from .identity import reconciler
 from .identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from .slurm import PodRoles, Rendered, Selector, operator_module
-from .slurm.common import NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
+from .slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
 
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
 SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT = 6817, 6818, 6819, 6820
 SSH_PORT = 22
-MARIADB_PORT = 3306
 DNS_PORT = 53
 # The kube-dns pods (CoreDNS keeps the label) in kube-system.
 KUBE_DNS = {

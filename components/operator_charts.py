@@ -41,7 +41,7 @@ from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
 from .monitoring import series
 from .monitoring.monitors import cert_manager_values
-from .slurm import operator_module
+from .slurm import installs_cert_manager, operator_module
 from .slurm.common import (
     namespaces_named,
     operator_priority_class,
@@ -193,14 +193,6 @@ def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
         },
     }
     return deep_merge(values, prometheus.values)
-
-
-def installs_cert_manager(config: PlatformConfig) -> bool:
-    """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
-    cert_manager = config.operators.cert_manager
-    if "install" in cert_manager.model_fields_set:
-        return cert_manager.install
-    return operator_module(config).needs_cert_manager(config)
 
 
 def chart_releases(config: PlatformConfig) -> list[ChartRelease]:

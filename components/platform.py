@@ -15,8 +15,8 @@ from .config.cloud import cloud_summary
 from .identity.directory import LdapDirectory
 from .kueue import Kueue
 from .kueue import render as kueue_objects
-from .monitoring import PROMETHEUS_KINDS, Monitoring
-from .monitoring import render as monitoring_objects
+from .monitoring.component import PROMETHEUS_KINDS, Monitoring
+from .monitoring.component import render as monitoring_objects
 from .munge import MungeKey, rotation_warning
 from .network_policies import NetworkPolicies
 from .node_pools import NodePools

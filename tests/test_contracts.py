@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from components import monitoring
 from components.config import parse_config
 from components.config.charts import GpuOperatorConfig, release_number
 from components.config.monitoring import PrometheusConfig
+from components.monitoring import component as monitoring
 from components.operator_charts import gpu_operator_values, prometheus_stack_values
 from components.slurm import operator_module, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest

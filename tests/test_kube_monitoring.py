@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from components import monitoring
 from components.config import parse_config
+from components.monitoring import component as monitoring
 from tests.contracts import PROMETHEUS_OPERATOR_DIR
 from tests.kube import LocalCluster, assert_stored_as_sent
 from tests.test_kube_operators import install_crds

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from components import monitoring
 from components.charts import CERT_MANAGER, KUEUE, PROMETHEUS_STACK
 from components.config import ConfigError, PlatformConfig, parse_config
+from components.monitoring import component as monitoring
 from components.monitoring import monitors, network, series
 from components.network_policies import MARIADB_PORT
 from components.operator_charts import chart_releases

@@ -1,57 +1,7 @@
 """Metrics, alerts, dashboards and the usage report, rendered from the config model (components/config/monitoring.py).
 
-Each part is a pure module with `render(config)`, the manifests it adds (none with monitoring off): the Slurm
-exporter (exporter.py), the other monitors (monitors.py), the recording rules and alerts (rules.py), the Grafana
-dashboards (dashboards.py), the usage report (report.py) and the NetworkPolicies that let Prometheus scrape
-(network.py). `Monitoring` declares them all.
+Each part is a pure module with `render(config)`: the Slurm exporter (exporter.py), the other monitors
+(monitors.py), the recording rules and alerts (rules.py), the Grafana dashboards (dashboards.py), the usage
+report (report.py) and the NetworkPolicies that let Prometheus scrape (network.py); component.py declares them.
+This package file imports nothing, so that lower layers may import a part (series.py, monitors.py) alone.
 """
-
-from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any, Optional
-
-import pulumi
-
-from .. import child_opts
-from ..config import PlatformConfig
-from ..declare import declare
-from . import dashboards, exporter, monitors, network, report, rules
-
-# The Prometheus Operator's kinds: they wait for its CRDs.
-PROMETHEUS_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule"})
-
-
-PARTS: tuple[Callable[[PlatformConfig], list[dict[str, Any]]], ...] = (
-    exporter.render,
-    monitors.render,
-    rules.render,
-    dashboards.render,
-    report.render,
-    network.render,
-)
-
-
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
-    """Every part's manifests, in the order they are declared."""
-    return [manifest for part in PARTS for manifest in part(config)]
-
-
-def role(manifest: dict[str, Any]) -> str:
-    """A manifest's part of its resource name: kind and name, unique in the stack (the namespace only where two could meet)."""
-    metadata = manifest["metadata"]
-    return f"{manifest['kind'].lower()}-{metadata.get('namespace', 'cluster')}-{metadata['name']}"
-
-
-class Monitoring(pulumi.ComponentResource):
-    """Declares `render(config)`: the monitors and rules after the CRDs of their kinds (`crds`: the release
-    that installs them, none when the cluster's own Prometheus Operator does), the rest after what it scrapes."""
-
-    def __init__(self, name: str, config: PlatformConfig, crds: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("slurm-platform:monitoring:Monitoring", name, None, opts)
-        for manifest in render(config):
-            waits_for = crds if manifest["kind"] in PROMETHEUS_KINDS else None
-            declare(f"{name}-{role(manifest)}", manifest, child_opts(self, opts, depends_on=waits_for))
-        prometheus = config.monitoring.prometheus
-        self.summary = pulumi.Output.from_input({"namespace": prometheus.namespace, "installed": prometheus.install})
-        self.register_outputs({"summary": self.summary})

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..charts import KUEUE
 from ..config import PlatformConfig
-from ..network_policies import MARIADB_PORT
 from ..slurm import Selector, operator_module
+from ..slurm.common import MARIADB_PORT
 
 API_VERSION = "monitoring.coreos.com/v1"
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}

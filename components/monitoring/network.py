@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import PlatformConfig
-from ..network_policies import MARIADB_PORT, policy, tcp
+from ..network_policies import policy, tcp
 from ..slurm import Selector, operator_module
-from ..slurm.common import NAMESPACE_NAME_LABEL
+from ..slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL
 from . import series
 from .monitors import DATABASE_EXPORTER_PORT, LABELS, SOPERATOR_EXPORTER_PORT, database_exporter
 

@@ -23,8 +23,7 @@ from typing import Any, Optional
 from ..config import PlatformConfig, TenantConfig
 from ..config.tenants import FIXED_RESERVED_NAMESPACES, reserved_namespaces
 from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
-from ..operator_charts import installs_cert_manager
-from ..slurm import operator_module
+from ..slurm import installs_cert_manager, operator_module
 from ..storage import JAIL_CLAIM
 from ..tenancy import GPU
 from . import series

@@ -149,6 +149,14 @@ def operator_module(config: PlatformConfig) -> SlurmOperator:
     return {"ack": ack, "slinky": slinky}[config.slurm_operator]
 
 
+def installs_cert_manager(config: PlatformConfig) -> bool:
+    """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
+    cert_manager = config.operators.cert_manager
+    if "install" in cert_manager.model_fields_set:
+        return cert_manager.install
+    return operator_module(config).needs_cert_manager(config)
+
+
 def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:
     """The manifests of one kind (and role), for tests and policies."""
     return [r.manifest for r in rendered if r.manifest["kind"] == kind and (role is None or r.role == role)]

@@ -13,6 +13,8 @@ from ..identity.names import TLS_CA_KEY
 from . import AccountingClient, ReadyWhen, Rendered
 
 SSHD_PORT = 22
+# slurmdbd's database (the MariaDB operator's), which its NetworkPolicy and its metrics exporter name.
+MARIADB_PORT = 3306
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
 # stay below Kubernetes' system-cluster-critical (2000000000): no tenant pod can preempt a worker.
 SYSTEM_PRIORITY = 1000000
