@@ -48,6 +48,9 @@ COMMON_EXTRAS: dict[str, Any] = {
     "operators.networkOperator.values": HELM_VALUES,
     "operators.mariadbOperator.values": HELM_VALUES,
     "operators.certManager.values": HELM_VALUES,
+    # On, so that every monitoring string (selector and pod labels, the namespace) reaches what it renders.
+    "monitoring.enabled": True,
+    "monitoring.prometheus.values": HELM_VALUES,
     "ldap.tls": {"enabled": True, "secretName": "ldap-tls", "caConfigMapName": "ldap-ca"},
     "ldap.storageClassName": "standard-rwo",
     "slurm.login.sshRootPublicKeys": [SSH_KEY],
