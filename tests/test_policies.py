@@ -1265,16 +1265,18 @@ def test_prod_hanoi_demand_and_quota(mocked_stacks):
     resources = mocked_stacks["prod-hanoi"]
     assert {CHART, PV, SERVICE, STATEFUL_SET} <= {r.resource_type for r in resources}
     totals = stack_demand(resources).totals
-    # SlurmCluster 1357.25 (see above) + LDAP 0.1
-    assert totals["vcpu"] == pytest.approx(1357.35)
-    assert totals["memoryGi"] == pytest.approx(4 + 12 * 1224 + 2 * (9 + 500 / 1024) + 1.25 + 4 + 1 + 0.25)
+    # SlurmCluster 1357.25 (see above) + LDAP 0.1 + the Slurm exporter 0.11 (its munged sidecar, an init container
+    # that runs for the pod's life, included: 50m + collect 50m + serve 10m)
+    assert totals["vcpu"] == pytest.approx(1357.46)
+    exporter_gi = (64 + 64 + 32) / 1024
+    assert totals["memoryGi"] == pytest.approx(4 + 12 * 1224 + 2 * (9 + 500 / 1024) + 1.25 + 4 + 1 + 0.25 + exporter_gi)
     assert totals["gpus"] == 96
     assert totals["storageGi"] == pytest.approx(2048 + 10 + 500 + 12 * 120 + 50 + 8)
     assert totals["pvcs"] == 3 + 12 + 1 + 1 and totals["loadBalancers"] == 1
     quota = config_for("prod-hanoi", "slurm-region-quota")["quotas"]["hanoi"]
     assert all(totals[dimension] <= allowed for dimension, allowed in quota.items())
     tight = {"region": "hanoi", "quotas": {"hanoi": {**quota, "vcpu": 1300, "gpus": 88}}}
-    one(check("slurm-region-quota", *resources, config=tight), "vcpu: asked 1357.35 > allowed 1300", "gpus: asked 96 > allowed 88")
+    one(check("slurm-region-quota", *resources, config=tight), "vcpu: asked 1357.46 > allowed 1300", "gpus: asked 96 > allowed 88")
 
 
 def test_the_mocked_program_trips_the_pack_when_it_goes_wrong(mocked_runs):

@@ -126,6 +126,13 @@ def container_shape(containers: Any) -> PodShape:
     return shape
 
 
+def pod_spec_shape(pod_spec: Any) -> PodShape:
+    """A pod's running containers: its containers and its native sidecars (init containers with restartPolicy
+    Always, which run beside them for the pod's life); the other init containers run before and finish."""
+    sidecars = [c for c in elements(get(pod_spec, "initContainers")) if get(c, "restartPolicy") == "Always"]
+    return container_shape([*elements(get(pod_spec, "containers")), *sidecars])
+
+
 def storage_gi(claim_spec: Any) -> float:
     amount = maybe_quantity(get(claim_spec, "resources", "requests", "storage"))
     return (amount or 0.0) / GI
@@ -271,7 +278,7 @@ def stack_demand(resources: list[Any]) -> Demand:
         replicas = count(get(spec, "replicas"), default=1)
         kind = workload.resource_type.rsplit(":", 1)[-1]
         label = f"{kind} {display(workload.props, workload.name)}"
-        demand.add_pods(replicas, container_shape(get(spec, "template", "spec", "containers")), label)
+        demand.add_pods(replicas, pod_spec_shape(get(spec, "template", "spec")), label)
         for template in elements(get(spec, "volumeClaimTemplates")):
             demand.add_claims(replicas, storage_gi(get(template, "spec")), f"{label} volumeClaimTemplate")
     for pvc in of_type(resources, PVC):
