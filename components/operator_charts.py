@@ -184,8 +184,20 @@ def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
     }
     values = {
         # The operator's admission webhook needs certificates from Helm hooks, which never run here (charts.HELM_HOOKS).
-        "prometheusOperator": {"admissionWebhooks": {"enabled": False}, "tls": {"enabled": False}},
-        "prometheus": {"prometheusSpec": {**spec, "podMetadata": {"labels": dict(prometheus.pod_labels)}}},
+        "prometheusOperator": {
+            "admissionWebhooks": {"enabled": False},
+            "tls": {"enabled": False},
+            "priorityClassName": operator_priority_class_name(config),
+        },
+        # Above every tenant class, like the other operators: a tenant's burst must not evict what shows it.
+        "prometheus": {
+            "prometheusSpec": {
+                **spec,
+                "podMetadata": {"labels": dict(prometheus.pod_labels)},
+                "priorityClassName": operator_priority_class_name(config),
+            }
+        },
+        "alertmanager": {"alertmanagerSpec": {"priorityClassName": operator_priority_class_name(config)}},
         "grafana": {
             "sidecar": {
                 "dashboards": {"enabled": True, "label": series.DASHBOARD_LABEL, "labelValue": series.DASHBOARD_LABEL_VALUE, "searchNamespace": "ALL"}

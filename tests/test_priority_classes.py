@@ -25,11 +25,17 @@ TENANT_STACKS = [
 ]
 # Where each chart the program installs takes its pods' class, read in the pinned release's templates; None: the
 # chart's own default, already Kubernetes' system-node-critical (gpu-operator v24.9.2: operator, daemonsets, NFD).
-CHART_CLASS_VALUES: dict[str, tuple[str, ...] | None] = {
-    "cert-manager": ("global", "priorityClassName"),
-    "kueue": ("controllerManager", "manager", "priorityClassName"),
-    "slurm-operator": ("priorityClassName",),
+CHART_CLASS_VALUES: dict[str, tuple[tuple[str, ...], ...] | None] = {
+    "cert-manager": (("global", "priorityClassName"),),
+    "kueue": (("controllerManager", "manager", "priorityClassName"),),
+    "slurm-operator": (("priorityClassName",),),
     "gpu-operator": None,
+    # The operator, Prometheus and Alertmanager; its subcharts (Grafana, kube-state-metrics, node-exporter) stay at 0.
+    "kube-prometheus-stack": (
+        ("prometheusOperator", "priorityClassName"),
+        ("prometheus", "prometheusSpec", "priorityClassName"),
+        ("alertmanager", "alertmanagerSpec", "priorityClassName"),
+    ),
 }
 # Charts whose pinned release has no value for it (docs/tenants.md: What keeps the platform up): their controllers
 # run at priority 0, on the system pool, where no tenant pod is admitted (slurm-tenant-placement).
@@ -98,9 +104,10 @@ def test_every_platform_pod_runs_at_a_system_priority_class(stack):
     declared = [r for r in run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass") if r.inputs["metadata"]["name"] == operators]
     for chart, values in charts.items():
         assert chart in {*CHART_CLASS_VALUES, *CHARTS_WITHOUT_A_CLASS, *CRD_CHARTS}, f"{chart}: where does its chart take a priority class?"
-        path = CHART_CLASS_VALUES.get(chart)
-        if path:
-            assert dig(values, path) == operators, (chart, dig(values, path))
+        paths = CHART_CLASS_VALUES.get(chart)
+        if paths:
+            for path in paths:
+                assert dig(values, path) == operators, (chart, path, dig(values, path))
             assert declared, f"{chart} names {operators}, which the stack must declare"
         elif chart == "gpu-operator":
             # Its defaults stay: the operator's and its operands' system-node-critical.
