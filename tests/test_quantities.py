@@ -13,6 +13,7 @@ import pytest
 
 from components.config import parse_config
 from components.config.fields import BYTES, CPU, Quantity, plain_number, quantity_value
+from components.config.monitoring import DURATION_PATTERN
 from tests.config_walk import ITEM, StringField, locate, string_fields, with_value
 from tests.test_fix_lines import apply_fix, fixes_in, line_at, path_text
 from tests.test_injection import BASES, base_config
@@ -58,10 +59,15 @@ def test_no_string_key_holding_a_quantity_lacks_a_dimension():
         whole = parse_config(base_config(base)).model_dump(by_alias=True)
         for field in string_fields():
             located = locate(whole, field)
-            if located and isinstance(located[1], str) and looks_like_one.fullmatch(located[1]):
+            if located and isinstance(located[1], str) and looks_like_one.fullmatch(located[1]) and not _duration(field):
                 checked += 1
                 assert _quantity(field), f"{field} holds {located[1]} but its type has no dimension (fields.Quantity)"
     assert checked > 40
+
+
+def _duration(field: StringField) -> bool:
+    """A Prometheus duration (10m: ten minutes), which reads like millicores."""
+    return any(getattr(item, "pattern", None) == DURATION_PATTERN for item in field.metadata)
 
 
 def _path(field: StringField, raw: dict[str, Any]) -> str:

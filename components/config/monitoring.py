@@ -24,9 +24,8 @@ from .fields import (
 )
 
 # Prometheus' own duration syntax, the one its rule files and scrape configs take.
-PromDuration = Annotated[
-    str, matching(r"^[1-9][0-9]*(ms|s|m|h|d|w)$", "a Prometheus duration: a whole number and ms, s, m, h, d or w, e.g. 30s or 10m")
-]
+DURATION_PATTERN = r"^[1-9][0-9]*(ms|s|m|h|d|w)$"
+PromDuration = Annotated[str, matching(DURATION_PATTERN, "a Prometheus duration: a whole number and ms, s, m, h, d or w, e.g. 30s or 10m")]
 
 
 class PrometheusConfig(ChartConfig):

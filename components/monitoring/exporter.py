@@ -19,9 +19,20 @@ import re
 from pathlib import Path
 from typing import Any
 
+from slurm_rules import kube_rules
+
 from ..config import PlatformConfig
 from ..slurm import AccountingClient, operator_module
-from ..slurm.common import KEY_DIR, MUNGE_SOCKET, SACK_SOCKET, client_slurm_conf, munged_lines, system_placement, system_priority_class_name
+from ..slurm.common import (
+    KEY_DIR,
+    MUNGE_SOCKET,
+    SACK_SOCKET,
+    client_slurm_conf,
+    cluster_name_with,
+    munged_lines,
+    system_placement,
+    system_priority_class_name,
+)
 from . import series
 
 SCRIPT = "slurm-metrics.sh"
@@ -50,7 +61,8 @@ LOCKED_DOWN = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True
 
 
 def name(config: PlatformConfig) -> str:
-    return f"{config.cluster.name}-{series.EXPORTER_APP}"
+    """`<cluster>-slurm-exporter`, cut to fit its Service's name (a DNS-1035 label) whatever the cluster's name."""
+    return cluster_name_with(config, f"-{series.EXPORTER_APP}", kube_rules.DNS1035_LABEL_MAX)
 
 
 def labels(config: PlatformConfig) -> dict[str, str]:

@@ -20,7 +20,7 @@ from slurm_rules import kube_rules
 from ..config import PlatformConfig
 from ..slurm import operator_module
 from ..slurm.client import SCRIPT_DIR, auth_setup, client_pod_spec
-from ..slurm.common import client_slurm_conf
+from ..slurm.common import client_slurm_conf, cluster_name_with
 from . import usage
 from .usage import Guarantee
 
@@ -50,8 +50,7 @@ def guarantees(config: PlatformConfig) -> list[Guarantee]:
 
 def name(config: PlatformConfig) -> str:
     """`<cluster>-usage-report`, the cluster part cut to fit a CronJob's name (CRONJOB_NAME_MAX)."""
-    suffix = "-usage-report"
-    return config.cluster.name[: CRONJOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
+    return cluster_name_with(config, "-usage-report", CRONJOB_NAME_MAX)
 
 
 def report_script(config: PlatformConfig) -> str:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..config import PlatformConfig, TenantConfig
-from ..config.tenants import FIXED_RESERVED_NAMESPACES, reserved_namespaces
 from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
 from ..slurm import installs_cert_manager, operator_module
 from ..storage import JAIL_CLAIM
@@ -383,10 +382,12 @@ def platform_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
 
 
 def certificate_expiry(config: PlatformConfig) -> str:
-    """Seconds left of each certificate in the platform's namespaces (the cluster's and the operators'), under the
-    expiry threshold. The Certificate's namespace is cert-manager's label `namespace`: exported_namespace when the
-    scrape keeps the target's own (honorLabels false, the default), namespace itself otherwise."""
-    ours = _one_of([name for name in reserved_namespaces(config) if name not in FIXED_RESERVED_NAMESPACES])
+    """Seconds left of each certificate in the platform's namespaces (the cluster's and its Slurm operator's charts',
+    whose webhooks take cert-manager's certificates), under the expiry threshold. The Certificate's namespace is
+    cert-manager's label `namespace`: exported_namespace when the scrape keeps the target's own (honorLabels false,
+    the default), namespace itself otherwise."""
+    charts = operator_module(config).chart_releases(config, ())
+    ours = _one_of(sorted({config.cluster.namespace, *(release.namespace for release in charts)}))
     left = f'{CERT_EXPIRY}{{exported_namespace=~"{ours}"}} or {CERT_EXPIRY}{{exported_namespace="", namespace=~"{ours}"}}'
     return f"({left}) - time() < {config.monitoring.alerts.certificate_expiry_days * 86400}"
 

@@ -13,6 +13,13 @@ from ..identity.names import TLS_CA_KEY
 from . import AccountingClient, ReadyWhen, Rendered
 
 SSHD_PORT = 22
+
+
+def cluster_name_with(config: PlatformConfig, suffix: str, limit: int) -> str:
+    """`<cluster><suffix>`, the cluster part cut so the whole fits `limit` (a Service's or a CronJob's name)."""
+    return config.cluster.name[: limit - len(suffix)].rstrip("-") + suffix
+
+
 # slurmdbd's database (the MariaDB operator's), which its NetworkPolicy and its metrics exporter name.
 MARIADB_PORT = 3306
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
