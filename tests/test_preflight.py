@@ -350,7 +350,10 @@ def test_the_server_version_against_what_the_stack_declares():
     config = parse_config(raw)
     objects = stack_needs(config, raw, "prod-hoalac").objects
     (old,) = version_checks(config, objects, {"major": "1", "minor": "28+", "gitVersion": "v1.28.9-eks-1"})
-    assert "1.29 for native sidecars in CronJob fpt-hpc/fpt-hpc-usage-report, Deployment fpt-hpc/fpt-hpc-slurm-exporter, Job fpt-hpc/fpt-hpc-tenants-" in old.problem
+    assert (
+        "1.29 for native sidecars in CronJob fpt-hpc/fpt-hpc-usage-report, Deployment fpt-hpc/fpt-hpc-slurm-exporter, Job fpt-hpc/fpt-hpc-tenants-"
+        in old.problem
+    )
     assert "1.29 for soperator 4.1.7" in old.problem
     (current,) = version_checks(config, objects, {"major": "1", "minor": "30+", "gitVersion": "v1.30.2"})
     assert current.passed and current.detail.startswith("at least 1.30 for its ValidatingAdmissionPolicy")
