@@ -117,7 +117,7 @@ def test_cert_manager_ships_its_monitor_after_the_prometheus_crds():
     assert "prometheus" not in release(config_of(SOPERATOR_4, enabled=False), CERT_MANAGER).values
 
 
-def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_every_dashboard():
+def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_the_dashboards_of_its_namespace_only():
     selector, pods = {"prometheus": "platform"}, {"app.kubernetes.io/name": "prometheus", "scraper": "yes"}
     config = config_of(SOPERATOR_1, prometheus={"selectorLabels": selector, "podLabels": pods, "values": {"grafana": {"enabled": False}}})
     stack = release(config, PROMETHEUS_STACK)
@@ -131,11 +131,17 @@ def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_every_d
         "enabled": True,
         "label": "grafana_dashboard",
         "labelValue": "1",
-        "searchNamespace": "ALL",
+        # Not ALL: a tenant may create a labelled ConfigMap in its own namespace.
+        "searchNamespace": "monitoring",
     }
+    assert dashboards_namespaces(config) == {"monitoring"}
     assert stack.values["grafana"]["enabled"] is False  # the stack's values win
     # The MariaDB operator starts after the ServiceMonitor kind is there.
     assert PROMETHEUS_STACK in release(config, "mariadb-operator").depends_on
+
+
+def dashboards_namespaces(config: PlatformConfig) -> set[str]:
+    return {m["metadata"]["namespace"] for m in monitoring.render(config) if series.DASHBOARD_LABEL in m["metadata"].get("labels", {})}
 
 
 def test_with_the_clusters_own_prometheus_no_chart_is_installed():
