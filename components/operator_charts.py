@@ -174,7 +174,7 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
 def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
     """The Prometheus selects the monitors and rules that carry the selector labels, in every namespace, and nothing
     else (the chart's NilUsesHelmValues would narrow it to its own release's); its pods carry the labels the
-    NetworkPolicies let in; Grafana loads the dashboards' ConfigMaps from every namespace."""
+    NetworkPolicies let in; Grafana loads the dashboards' ConfigMaps from its own namespace only, where ours are."""
     prometheus = config.monitoring.prometheus
     selector = {"matchLabels": dict(prometheus.selector_labels)}
     spec = {
@@ -200,7 +200,13 @@ def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
         "alertmanager": {"alertmanagerSpec": {"priorityClassName": operator_priority_class_name(config)}},
         "grafana": {
             "sidecar": {
-                "dashboards": {"enabled": True, "label": series.DASHBOARD_LABEL, "labelValue": series.DASHBOARD_LABEL_VALUE, "searchNamespace": "ALL"}
+                # Only our dashboards' namespace: a tenant may create ConfigMaps in its own, which must not become dashboards.
+                "dashboards": {
+                    "enabled": True,
+                    "label": series.DASHBOARD_LABEL,
+                    "labelValue": series.DASHBOARD_LABEL_VALUE,
+                    "searchNamespace": prometheus.namespace,
+                }
             }
         },
     }

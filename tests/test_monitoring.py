@@ -117,7 +117,7 @@ def test_cert_manager_ships_its_monitor_after_the_prometheus_crds():
     assert "prometheus" not in release(config_of(SOPERATOR_4, enabled=False), CERT_MANAGER).values
 
 
-def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_every_dashboard():
+def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_the_dashboards_of_its_namespace_only():
     selector, pods = {"prometheus": "platform"}, {"app.kubernetes.io/name": "prometheus", "scraper": "yes"}
     config = config_of(SOPERATOR_1, prometheus={"selectorLabels": selector, "podLabels": pods, "values": {"grafana": {"enabled": False}}})
     stack = release(config, PROMETHEUS_STACK)
@@ -131,11 +131,17 @@ def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_every_d
         "enabled": True,
         "label": "grafana_dashboard",
         "labelValue": "1",
-        "searchNamespace": "ALL",
+        # Not ALL: a tenant may create a labelled ConfigMap in its own namespace.
+        "searchNamespace": "monitoring",
     }
+    assert dashboards_namespaces(config) == {"monitoring"}
     assert stack.values["grafana"]["enabled"] is False  # the stack's values win
     # The MariaDB operator starts after the ServiceMonitor kind is there.
     assert PROMETHEUS_STACK in release(config, "mariadb-operator").depends_on
+
+
+def dashboards_namespaces(config: PlatformConfig) -> set[str]:
+    return {m["metadata"]["namespace"] for m in monitoring.render(config) if series.DASHBOARD_LABEL in m["metadata"].get("labels", {})}
 
 
 def test_with_the_clusters_own_prometheus_no_chart_is_installed():
@@ -175,7 +181,71 @@ def test_only_prometheus_reaches_only_the_metrics_ports(stack):
     (to_database,) = [p for p in policies.values() if p["spec"]["podSelector"] == database]
     exporter = policies["allow-prometheus-database-exporter"]["spec"]["podSelector"]
     assert to_database["spec"]["ingress"] == [{"from": [{"podSelector": exporter}], "ports": [{"protocol": "TCP", "port": MARIADB_PORT}]}]
-    assert set(policies) == {*expected, to_database["metadata"]["name"]}
+    in_cluster = {name for name, p in policies.items() if p["metadata"]["namespace"] == config.cluster.namespace}
+    assert in_cluster == {*expected, to_database["metadata"]["name"]}
+
+
+def from_pods(labels: dict[str, str], *ports: int) -> dict[str, Any]:
+    return {"from": [{"podSelector": {"matchLabels": labels}}], "ports": [{"protocol": "TCP", "port": port} for port in ports]}
+
+
+@pytest.mark.parametrize("stack", [SOPERATOR_1, SLINKY])
+def test_the_prometheus_namespace_takes_in_only_what_the_charts_own_parts_send(stack):
+    config = config_of(stack, prometheus={"namespace": "observability", "podLabels": {"app": "prom"}})
+    policies = {p["metadata"]["name"]: p for p in network.render(config) if p["metadata"]["namespace"] == "observability"}
+    deny = policies.pop("monitoring-default-deny-ingress")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    prometheus, grafana = {"app": "prom"}, {"app.kubernetes.io/name": "grafana"}
+    alertmanager = {"app.kubernetes.io/name": "alertmanager"}
+    expected = {
+        "allow-prometheus-ingress": (prometheus, [from_pods(grafana, 9090), from_pods(prometheus, 9090, 8080)]),
+        "allow-alertmanager-ingress": (
+            alertmanager,
+            [
+                from_pods(grafana, 9093),
+                from_pods(prometheus, 9093, 8080),
+                {
+                    "from": [{"podSelector": {"matchLabels": alertmanager}}],
+                    "ports": [{"protocol": "TCP", "port": 9094}, {"protocol": "UDP", "port": 9094}],
+                },
+            ],
+        ),
+        "allow-grafana-ingress": (grafana, [from_pods(prometheus, 3000)]),
+        "allow-kube-state-metrics-ingress": ({"app.kubernetes.io/name": "kube-state-metrics"}, [from_pods(prometheus, 8080)]),
+        "allow-prometheus-operator-ingress": ({"app": "kube-prometheus-stack-operator"}, [from_pods(prometheus, 8080)]),
+    }
+    assert {name: (p["spec"]["podSelector"]["matchLabels"], p["spec"]["ingress"]) for name, p in policies.items()} == expected
+    assert all(p["spec"]["policyTypes"] == ["Ingress"] and p["metadata"]["labels"] == monitors.LABELS for p in policies.values())
+    # The peers are pods of the namespace itself (no namespaceSelector): nothing from a tenant namespace or elsewhere.
+    assert all(set(peer) == {"podSelector"} for p in policies.values() for rule in p["spec"]["ingress"] for peer in rule["from"])
+
+
+def test_node_exporter_off_the_hosts_network_takes_only_prometheus():
+    on_host = config_of(SOPERATOR_1)
+    assert "allow-node-exporter-ingress" not in {p["metadata"]["name"] for p in network.render(on_host)}
+    config = config_of(SOPERATOR_1, prometheus={"values": {"prometheus-node-exporter": {"hostNetwork": False}}})
+    (policy,) = [p for p in network.render(config) if p["metadata"]["name"] == "allow-node-exporter-ingress"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-node-exporter"}}
+    assert policy["spec"]["ingress"] == [from_pods(dict(config.monitoring.prometheus.pod_labels), 9100)]
+
+
+def test_with_the_clusters_own_prometheus_its_namespace_is_left_alone():
+    config = config_of(SOPERATOR_1, prometheus={"install": False, "namespace": "observability"})
+    assert "observability" not in {p["metadata"]["namespace"] for p in network.render(config)}
+
+
+def test_only_prometheus_reaches_the_dcgm_exporter():
+    config = config_of(SOPERATOR_1, prometheus={"namespace": "observability", "podLabels": {"app": "prom"}})
+    (policy,) = [p for p in network.render(config) if p["metadata"]["namespace"] == config.operators.gpu_operator.namespace]
+    assert policy["metadata"]["name"] == "allow-prometheus-dcgm-exporter"
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app": series.DCGM_EXPORTER_APP}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"from": [prometheus_peer(config)], "ports": [{"protocol": "TCP", "port": series.DCGM_EXPORTER_PORT}]}]
+    # Without the GPU operator's dcgm-exporter here, the GPU operator's namespace is not ours to touch.
+    raw = copy.deepcopy(stack_config(SOPERATOR_1))
+    raw["operators"]["gpuOperator"] = {**raw["operators"]["gpuOperator"], "dcgmExporterEnabled": False}
+    without = parse_config(raw)
+    assert without.operators.gpu_operator.namespace not in {p["metadata"]["namespace"] for p in network.render(without)}
 
 
 def test_no_policies_without_the_stacks_default_deny():
