@@ -211,9 +211,19 @@ class TenantConfig(Model):
         return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells if cell.pool == pool)
 
     @property
+    def kueue_guaranteed_gpus(self) -> int:
+        """The GPUs of all its kueueCells: its ClusterQueue's nominal GPU quota over every pool."""
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells)
+
+    @property
     def oppo_account(self) -> str:
         """The Slurm account of its opportunistic jobs."""
         return f"{self.name}-oppo"
+
+    @property
+    def slurm_accounts(self) -> tuple[str, ...]:
+        """Its Slurm accounts (components/tenancy.py): its own, and its oppo jobs' where it runs oppo jobs."""
+        return (self.name, *([self.oppo_account] if "oppo" in self.priorities else []))
 
     @property
     def pools(self) -> set[str]:
