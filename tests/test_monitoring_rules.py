@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.config import PlatformConfig, parse_config
-from components.monitoring import rules, series
+from components.monitoring import report, rules, series
 from components.operator_charts import kueue_configuration
 from tests.harness import ROOT, example_stacks, monitored, stack_config
 from tests.promql import metric_names
@@ -212,3 +212,17 @@ def test_kueue_publishes_the_cluster_queue_series_the_tenants_rules_read_only_wi
     assert kueue_configuration(monitored("prod-hoalac"))["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
     unmonitored = parse_config(stack_config("prod-hoalac") | {"monitoring": {"enabled": False}})
     assert "enableClusterQueueResources" not in kueue_configuration(unmonitored)["metrics"]
+
+
+def test_a_tenant_without_oppo_jobs_is_counted_on_the_accounts_the_report_reads():
+    config = monitored(STACK)
+    tenants = [tenant.model_copy(update={"priorities": ["prod", "test"]}) if tenant.name == "llm" else tenant for tenant in config.tenants]
+    lacking = without(config, tenants=tenants)
+    (allocated,) = [
+        rule["expr"]
+        for rule in all_rules(lacking)
+        if rule.get("record") == series.TENANT_GPUS_ALLOCATED
+        and rule["labels"] == {"cluster": config.cluster.name, "tenant": "llm", "scheduler": "slurm"}
+    ]
+    assert 'account=~"llm"' in allocated
+    assert [g.sources for g in report.guarantees(lacking) if g.tenant == "llm" and g.scheduler == "slurm"] == [("llm",)]

@@ -35,6 +35,8 @@ RESERVED_POSIX_NAMES = frozenset(
 )
 # Slurm's own account: the parent of every other; a tenant's GrpTRES on it would cap the whole cluster.
 RESERVED_SLURM_ACCOUNTS = ("root",)
+# What a tenant's name takes for the Slurm account of its oppo jobs (TenantConfig.oppo_account).
+OPPO_ACCOUNT_SUFFIX = "-oppo"
 
 
 def _check_not_reserved_posix_name(value: str) -> str:
@@ -218,7 +220,7 @@ class TenantConfig(Model):
     @property
     def oppo_account(self) -> str:
         """The Slurm account of its opportunistic jobs."""
-        return f"{self.name}-oppo"
+        return f"{self.name}{OPPO_ACCOUNT_SUFFIX}"
 
     @property
     def slurm_accounts(self) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from grafana_foundation_sdk.models import dashboard as dashboard_model
 from grafana_foundation_sdk.models import prometheus as prometheus_model
 
 from ..config import PlatformConfig, TenantConfig
+from ..config.tenants import OPPO_ACCOUNT_SUFFIX
 from . import series
 
 # Series of other exporters the dashboards read beside series.py's (its DCGM XID, Kueue and kube-state-metrics names):
@@ -88,9 +89,10 @@ def stack_tenants(config: PlatformConfig, name: str, **labels: str) -> str:
 
 
 def accounts_of(tenants: str) -> Regex:
-    """The Slurm accounts of the tenants a regular expression matches: each one's own and its oppo jobs'
-    (TenantConfig.oppo_account, <tenant>-oppo)."""
-    return Regex(f"({tenants})(-oppo)?")
+    """The Slurm accounts of the tenants a regular expression matches (the $tenant picker's: Grafana's own regex of
+    the names picked, so not TenantConfig.slurm_accounts per tenant): each one's own and its oppo jobs'
+    (TenantConfig.oppo_account); a tenant without oppo jobs has no such account to match."""
+    return Regex(f"({tenants})({OPPO_ACCOUNT_SUFFIX})?")
 
 
 def ref_id(index: int) -> str:
