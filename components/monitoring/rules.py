@@ -216,9 +216,9 @@ ALERTS = {
             "Tenant {{ $labels.tenant }} has GPU jobs waiting on {{ $labels.scheduler }} while it holds fewer GPUs than it is guaranteed.",
             "The guarantee is broken: the tenant asks for GPUs, has fewer than its cells, and has waited longer than "
             "monitoring.alerts.guaranteeBrokenFor. Borrowers should have been preempted.",
-            "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): a reason other "
-            "than Resources or Priority (a QOS or association limit), a drained node of its pool, or preemption not happening "
-            "([Tenants and GPU sharing](tenants.md)).",
+            "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): only jobs "
+            "waiting for GPUs count (Resources, Priority, or their nodes down or drained), so either a drained node of its "
+            "pool holds its GPUs, or preemption is not happening ([Tenants and GPU sharing](tenants.md)).",
             "per tenant with cells (Slurm) or kueueCells (Kueue)",
         ),
         Alert(
