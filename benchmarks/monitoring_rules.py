@@ -78,7 +78,7 @@ def node_series() -> list[str]:
         lines.append(line(series.NODE_STATE, {"node": node, "state": "mixed", "reason": ""}, 1))
         lines.append(line(series.NODE_GPUS, {"node": node}, GPUS))
         lines.append(line(series.NODE_GPUS_ALLOCATED, {"node": node}, n % (GPUS + 1)))
-        lines += [line(rules.DCGM_XID, {"gpu": str(g), "UUID": f"GPU-{n}-{g}", "Hostname": node}, 0) for g in range(GPUS)]
+        lines += [line(series.DCGM_XID, {"gpu": str(g), "UUID": f"GPU-{n}-{g}", "Hostname": node}, 0) for g in range(GPUS)]
     return lines
 
 
@@ -86,11 +86,11 @@ def kueue_series(config: PlatformConfig) -> list[str]:
     lines = []
     for tenant in rules.kueue_tenants(config):
         queue = {"cohort": config.cluster.name, "cluster_queue": tenant.name, "flavor": f"{config.cluster.name}-h100", "resource": "nvidia.com/gpu"}
-        lines.append(line(rules.KUEUE_USAGE, {**queue, "replica_role": "leader"}, 4))
-        lines.append(line(rules.KUEUE_NOMINAL_QUOTA, {**queue, "replica_role": "leader"}, GPUS))
-        lines.append(line(rules.KUEUE_PENDING_RESOURCES, {"cluster_queue": tenant.name, "resource": "nvidia.com/gpu", "replica_role": "leader"}, 0))
+        lines.append(line(series.KUEUE_USAGE, {**queue, "replica_role": "leader"}, 4))
+        lines.append(line(series.KUEUE_NOMINAL_QUOTA, {**queue, "replica_role": "leader"}, GPUS))
+        lines.append(line(series.KUEUE_PENDING_RESOURCES, {"cluster_queue": tenant.name, "resource": "nvidia.com/gpu", "replica_role": "leader"}, 0))
         for status in ("active", "inadmissible"):
-            lines.append(line(rules.KUEUE_PENDING_WORKLOADS, {"cluster_queue": tenant.name, "status": status, "replica_role": "leader"}, 0))
+            lines.append(line(series.KUEUE_PENDING_WORKLOADS, {"cluster_queue": tenant.name, "status": status, "replica_role": "leader"}, 0))
     return lines
 
 

@@ -22,7 +22,7 @@ from grafana_foundation_sdk.models import table as table_model
 from grafana_foundation_sdk.models import timeseries as timeseries_model
 
 from components.config import parse_config
-from components.monitoring import dashboards, series
+from components.monitoring import dashboards, rules, series
 from tests.contracts import kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.promql import metric_names
@@ -109,7 +109,7 @@ def test_every_query_names_a_series_someone_produces(config, slug):
 
 def test_a_typo_in_a_series_name_is_caught(config, monkeypatch):
     monkeypatch.setattr(series, "NODE_GPUS", "slurm_node_gpu")
-    monkeypatch.setattr(dashboards, "DCGM_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR")
+    monkeypatch.setattr(series, "DCGM_XID", "DCGM_FI_DEV_XID_ERROR")
     overview = dashboards.as_json(dashboards.built(config, "overview"))
     nodes = dashboards.as_json(dashboards.built(config, "nodes"))
     assert set().union(*unknown_series(overview).values()) == {"slurm_node_gpu"}
@@ -161,7 +161,7 @@ def test_every_tenant_has_its_guarantee_beside_its_use(config):
         assert set(panels) == expected
         for title, exprs in panels.items():
             scheduler = "kueue" if title.endswith("Kueue") else "slurm"
-            matchers = f'{{tenant="{tenant.name}",scheduler="{scheduler}"}}'
+            matchers = f'{{cluster="{config.cluster.name}",tenant="{tenant.name}",scheduler="{scheduler}"}}'
             assert exprs == [
                 f"{name}{matchers}"
                 for name in (series.TENANT_GPUS_GUARANTEED, series.TENANT_GPUS_ALLOCATED, series.TENANT_GPUS_BORROWED, series.TENANT_GPUS_PENDING)
@@ -260,9 +260,28 @@ def test_borrowed_and_lent_keep_slurm_and_kueue_apart(config):
     board = dashboards.as_json(dashboards.built(config, "tenants"))
     (panel,) = [panel for panel in board["panels"] if panel["title"] == "Borrowed and lent"]
     assert [t["expr"] for t in panel["targets"]] == [
-        f"sum by (tenant, scheduler) ({series.TENANT_GPUS_BORROWED})",
-        f"sum by (tenant, scheduler) ({series.TENANT_GPUS_LENT})",
+        f'sum by (tenant, scheduler) ({series.TENANT_GPUS_BORROWED}{{cluster="{config.cluster.name}"}})',
+        f'sum by (tenant, scheduler) ({series.TENANT_GPUS_LENT}{{cluster="{config.cluster.name}"}})',
     ]
+
+
+def test_every_tenant_query_is_this_stacks(config):
+    """Two stacks' rules in one Prometheus record tenants of the same names: each dashboard reads its own cluster's."""
+    tenant_series = {value for name, value in vars(series).items() if name.startswith("TENANT_")}
+    found = 0
+    for slug in ("overview", "tenants"):
+        for _, expr in queries(dashboards.as_json(dashboards.built(config, slug))):
+            for name in tenant_series:
+                for match in re.finditer(re.escape(name) + r"(\{[^}]*\})?", expr):
+                    found += 1
+                    assert f'cluster="{config.cluster.name}"' in (match[1] or ""), expr
+    assert found > 10
+
+
+def test_the_unhealthy_node_states_are_those_alerted_on(config):
+    nodes = dashboards.as_json(dashboards.built(config, "nodes"))
+    assert any(f'state=~"{series.NODE_OUT_STATES}"' in expr for _, expr in queries(nodes))
+    assert any(f'state=~"{series.NODE_OUT_STATES}"' in rule["expr"] for group in rules.rule_groups(config)["groups"] for rule in group["rules"])
 
 
 def test_all_tenants_is_every_account_and_namespace(config):

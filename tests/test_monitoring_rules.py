@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.config import PlatformConfig, parse_config
-from components.monitoring import rules, series
+from components.monitoring import report, rules, series
 from components.operator_charts import kueue_configuration
 from tests.harness import ROOT, example_stacks, monitored, stack_config
 from tests.promql import metric_names
@@ -60,6 +60,8 @@ def test_a_rule_set_per_tenant_and_scheduler_with_its_guarantee_from_the_config(
     config = monitored(stack)
     records = [rule for rule in all_rules(config) if "record" in rule]
     per_tenant = {(r["labels"]["tenant"], r["labels"]["scheduler"], r["record"]): r["expr"] for r in records if "labels" in r}
+    assert all(r["labels"][series.CLUSTER_LABEL] == config.cluster.name for r in records if "labels" in r)
+    accounts = {tenant.name: "|".join(tenant.slurm_accounts) for tenant in config.tenants}
     expected = [(tenant.name, "slurm", tenant.guaranteed_gpus) for tenant in config.tenants]
     expected += [
         (tenant.name, "kueue", sum(tenant.kueue_gpus(pool.name) for pool in config.gpu_pools))
@@ -71,11 +73,13 @@ def test_a_rule_set_per_tenant_and_scheduler_with_its_guarantee_from_the_config(
         allocated = per_tenant.pop((tenant, scheduler, series.TENANT_GPUS_ALLOCATED))
         pending = per_tenant.pop((tenant, scheduler, series.TENANT_GPUS_PENDING))
         if scheduler == "slurm":
-            assert f'account=~"{tenant}|{tenant}-oppo"' in allocated and series.ACCOUNT_GPUS_ALLOCATED in allocated
+            assert f'account=~"{accounts[tenant]}"' in allocated and series.ACCOUNT_GPUS_ALLOCATED in allocated
             assert f'account="{tenant}"' in pending and series.ACCOUNT_GPUS_PENDING in pending
+            assert f'reason=~"{"|".join(rules.WAITING_FOR_GPUS)}"' in pending, "a pending reason that is no demand for GPUs counts"
         else:
             assert f'cluster_queue="{tenant}"' in allocated and 'resource="nvidia.com/gpu"' in allocated
             assert f'cluster_queue="{tenant}"' in pending and 'resource="nvidia.com/gpu"' in pending
+            assert series.KUEUE_PENDING_WORKLOADS in pending and 'status="active"' in pending, "inadmissible workloads count"
     assert per_tenant == {}, "a per-tenant rule of no tenant"
     derived = {r["record"] for r in records if "labels" not in r}
     if config.tenants:
@@ -114,10 +118,13 @@ def test_alerts_only_where_their_target_exists():
     operators = config.operators.model_copy(update={"kueue": config.operators.kueue.model_copy(update={"enabled": False})})
     gpuless = without(config, node_pools=[pool for pool in config.node_pools if not pool.has_gpu])
     accounting = config.slurm.accounting.model_copy(update={"enabled": False})
+    # dcgm-exporter without the ServiceMonitor this stack turns on (gpu_jobs.maps_gpu_jobs): no DCGM series to alert on.
+    no_dcgm = config.operators.gpu_operator.model_copy(update={"install": False})
     gone = [
         ({"KueuePendingWithFreeQuota"}, without(config, operators=operators)),
         ({"LdapUnavailable"}, without(config, ldap=config.ldap.model_copy(update={"enabled": False}))),
-        ({"GpuXidError", "GpuFallenOffBus"}, gpuless),
+        ({"GpuXidError", "GpuUnavailable"}, gpuless),
+        ({"GpuXidError"}, without(config, operators=config.operators.model_copy(update={"gpu_operator": no_dcgm}))),
         ({"SlurmdbdDown"}, without(config, slurm=config.slurm.model_copy(update={"accounting": accounting}))),
     ]
     for alerts, lacking in gone:
@@ -133,6 +140,12 @@ def test_no_jail_alert_without_the_jail_claim():
     assert not config.keeps_jail
     assert "JailFilesystemFull" not in alert_names(config)
     assert "JailFilesystemFull" in alert_names(monitored(STACK))
+
+
+def test_the_exporter_is_stale_after_a_few_of_its_intervals():
+    config = monitored(STACK, slurmExporter={"interval": "1m"})
+    (stale,) = [rule for rule in all_rules(config) if rule.get("alert") == "SlurmExporterStale"]
+    assert stale["expr"] == f'time() - {series.COLLECTED_AT}{{namespace="{config.cluster.namespace}"}} > {rules.STALE_INTERVALS * 60}'
 
 
 def test_the_thresholds_come_from_monitoring_alerts():
@@ -199,3 +212,17 @@ def test_kueue_publishes_the_cluster_queue_series_the_tenants_rules_read_only_wi
     assert kueue_configuration(monitored("prod-hoalac"))["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
     unmonitored = parse_config(stack_config("prod-hoalac") | {"monitoring": {"enabled": False}})
     assert "enableClusterQueueResources" not in kueue_configuration(unmonitored)["metrics"]
+
+
+def test_a_tenant_without_oppo_jobs_is_counted_on_the_accounts_the_report_reads():
+    config = monitored(STACK)
+    tenants = [tenant.model_copy(update={"priorities": ["prod", "test"]}) if tenant.name == "llm" else tenant for tenant in config.tenants]
+    lacking = without(config, tenants=tenants)
+    (allocated,) = [
+        rule["expr"]
+        for rule in all_rules(lacking)
+        if rule.get("record") == series.TENANT_GPUS_ALLOCATED
+        and rule["labels"] == {"cluster": config.cluster.name, "tenant": "llm", "scheduler": "slurm"}
+    ]
+    assert 'account=~"llm"' in allocated
+    assert [g.sources for g in report.guarantees(lacking) if g.tenant == "llm" and g.scheduler == "slurm"] == [("llm",)]

@@ -268,15 +268,20 @@ def prometheus(lab):
 
 def per_tenant_from_squeue(lab) -> dict[str, dict[str, float]]:
     """What the tenant rules should compute, from root's squeue and the config: allocated (the tenant's account and
-    its oppo account), pending (its own account), borrowed (allocated beyond the guarantee), lent (the rest)."""
+    its oppo account), pending (its own account's jobs waiting for GPUs: rules.WAITING_FOR_GPUS), borrowed (allocated
+    beyond the guarantee), lent (the rest)."""
+    waiting = re.compile("|".join(rules.WAITING_FOR_GPUS))
     seen = what_root_sees(lab)
     found: dict[str, dict[str, float]] = {
         name: {} for name in (series.TENANT_GPUS_ALLOCATED, series.TENANT_GPUS_PENDING, series.TENANT_GPUS_BORROWED, series.TENANT_GPUS_LENT)
     }
     for tenant in lab.config.tenants:
-        accounts = {tenant.name, tenant.oppo_account}
-        allocated = sum(v for labels, v in seen[series.ACCOUNT_GPUS_ALLOCATED].items() if dict(labels)["account"] in accounts)
-        pending = sum(v for labels, v in seen[series.ACCOUNT_GPUS_PENDING].items() if dict(labels)["account"] == tenant.name)
+        allocated = sum(v for labels, v in seen[series.ACCOUNT_GPUS_ALLOCATED].items() if dict(labels)["account"] in tenant.slurm_accounts)
+        pending = sum(
+            v
+            for labels, v in seen[series.ACCOUNT_GPUS_PENDING].items()
+            if dict(labels)["account"] == tenant.name and waiting.fullmatch(dict(labels)["reason"])
+        )
         found[series.TENANT_GPUS_ALLOCATED][tenant.name] = allocated
         found[series.TENANT_GPUS_PENDING][tenant.name] = pending
         found[series.TENANT_GPUS_BORROWED][tenant.name] = max(allocated - tenant.guaranteed_gpus, 0)
@@ -295,7 +300,8 @@ def computed_by(server: Prometheus) -> dict[str, dict[str, float]]:
 def test_prometheus_computes_each_tenants_use_as_squeue_says_and_the_broken_guarantee_fires_and_clears(lab, prometheus):
     cancel_all(lab)
     assert prometheus.tenant(series.TENANT_GPUS_GUARANTEED) == {t.name: t.guaranteed_gpus for t in lab.config.tenants} == {"default": 1, "vc1": 1}
-    # vc1 borrows default's idle GPU and runs its guaranteed job; a second guaranteed job is held by its cap.
+    # vc1 borrows default's idle GPU and runs its guaranteed job; a second guaranteed job is held by its cap
+    # (its account's GrpTRES, AssocGrpGRES): its own limit, no demand its guarantee owes it.
     borrowing = submit(lab, "dan", "-A", "vc1-oppo", "-q", "oppo", "-p", "gpu-c")
     guaranteed = submit(lab, "carol", "-A", "vc1", "-q", "prod", "-p", "gpu-d")
     submit(lab, "carol", "-A", "vc1", "-q", "prod", "-p", "gpu-d")
@@ -303,7 +309,7 @@ def test_prometheus_computes_each_tenants_use_as_squeue_says_and_the_broken_guar
     wait_for(lambda: computed_by(prometheus) == per_tenant_from_squeue(lab), "Prometheus's tenant series equal to squeue's", 30, every=1)
     assert computed_by(prometheus) == {
         series.TENANT_GPUS_ALLOCATED: {"default": 0, "vc1": 2},
-        series.TENANT_GPUS_PENDING: {"default": 0, "vc1": 1},
+        series.TENANT_GPUS_PENDING: {"default": 0, "vc1": 0},
         series.TENANT_GPUS_BORROWED: {"default": 0, "vc1": 1},
         series.TENANT_GPUS_LENT: {"default": 1, "vc1": 0},
     }

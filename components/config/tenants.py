@@ -35,6 +35,8 @@ RESERVED_POSIX_NAMES = frozenset(
 )
 # Slurm's own account: the parent of every other; a tenant's GrpTRES on it would cap the whole cluster.
 RESERVED_SLURM_ACCOUNTS = ("root",)
+# What a tenant's name takes for the Slurm account of its oppo jobs (TenantConfig.oppo_account).
+OPPO_ACCOUNT_SUFFIX = "-oppo"
 
 
 def _check_not_reserved_posix_name(value: str) -> str:
@@ -211,9 +213,19 @@ class TenantConfig(Model):
         return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells if cell.pool == pool)
 
     @property
+    def kueue_guaranteed_gpus(self) -> int:
+        """The GPUs of all its kueueCells: its ClusterQueue's nominal GPU quota over every pool."""
+        return sum(cell.gpus_per_cell * cell.cells for cell in self.kueue_cells)
+
+    @property
     def oppo_account(self) -> str:
         """The Slurm account of its opportunistic jobs."""
-        return f"{self.name}-oppo"
+        return f"{self.name}{OPPO_ACCOUNT_SUFFIX}"
+
+    @property
+    def slurm_accounts(self) -> tuple[str, ...]:
+        """Its Slurm accounts (components/tenancy.py): its own, and its oppo jobs' where it runs oppo jobs."""
+        return (self.name, *([self.oppo_account] if "oppo" in self.priorities else []))
 
     @property
     def pools(self) -> set[str]:

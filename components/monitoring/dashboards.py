@@ -34,18 +34,15 @@ from grafana_foundation_sdk.models import dashboard as dashboard_model
 from grafana_foundation_sdk.models import prometheus as prometheus_model
 
 from ..config import PlatformConfig, TenantConfig
+from ..config.tenants import OPPO_ACCOUNT_SUFFIX
 from . import series
 
-# Series of other exporters the dashboards read: dcgm-exporter's default counters (GPU operator), Kueue's
-# ClusterQueue metrics, kube-state-metrics' node conditions (kube-prometheus-stack, or the cluster's own).
+# Series of other exporters the dashboards read beside series.py's (its DCGM XID, Kueue and kube-state-metrics names):
+# dcgm-exporter's default counters (GPU operator).
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent, labels: gpu, Hostname, and hpc_job or namespace/pod while in use
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"  # degrees Celsius
 DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"  # watts
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB of GPU memory in use
-DCGM_XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"  # the last XID error's number, 0 when none
-KUEUE_PENDING_WORKLOADS = "kueue_pending_workloads"  # labels: cluster_queue, status (active, inadmissible)
-KUEUE_ADMITTED_WORKLOADS = "kueue_admitted_active_workloads"  # labels: cluster_queue
-KUBE_NODE_CONDITION = "kube_node_status_condition"  # labels: node, condition, status
 # dcgm-exporter's labels for a pod's GPU as they reach Prometheus: the GPU operator's ServiceMonitor (honorLabels
 # false, its default) keeps the scrape target's own namespace and pod labels, and Prometheus renames the exporter's.
 DCGM_POD_NAMESPACE = "exported_namespace"
@@ -54,7 +51,6 @@ DCGM_NODE = "Hostname"  # the Kubernetes node (the GPU operator sets dcgm-export
 
 # What Grafana's sidecar (kube-prometheus-stack's grafana.sidecar.dashboards.label) loads.
 SIDECAR_LABEL = {series.DASHBOARD_LABEL: series.DASHBOARD_LABEL_VALUE}
-LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
 TAGS = ["slurm-platform", "gpus"]
 # The Prometheus data source each panel asks: picked in the dashboard (kube-prometheus-stack's Grafana has one,
 # another Grafana may have several), so no data source uid is written into the JSON.
@@ -62,8 +58,6 @@ DATASOURCE_VARIABLE = "datasource"
 DATASOURCE = dashboard_model.DataSourceRef(type_val="prometheus", uid="${" + DATASOURCE_VARIABLE + "}")
 TENANT_VARIABLE = "tenant"
 Scheduler = Literal["slurm", "kueue"]
-# Slurm's node states (the exporter's lower-case state label) that take a node's GPUs away from the tenants.
-UNHEALTHY_NODE_STATES = ".*(down|drain|fail|not_responding|unknown|inval).*"
 # Grid width Grafana lays panels out on.
 GRID = 24
 
@@ -88,10 +82,17 @@ def exporter_series(config: PlatformConfig) -> Callable[..., str]:
     return of
 
 
+def stack_tenants(config: PlatformConfig, name: str, **labels: str) -> str:
+    """A tenant series this stack's rules recorded (their cluster label): another stack's tenants in the same
+    Prometheus, even of the same names, stay out."""
+    return selector(name, **{series.CLUSTER_LABEL: config.cluster.name}, **labels)
+
+
 def accounts_of(tenants: str) -> Regex:
-    """The Slurm accounts of the tenants a regular expression matches: each one's own and its oppo jobs'
-    (TenantConfig.oppo_account, <tenant>-oppo)."""
-    return Regex(f"({tenants})(-oppo)?")
+    """The Slurm accounts of the tenants a regular expression matches (the $tenant picker's: Grafana's own regex of
+    the names picked, so not TenantConfig.slurm_accounts per tenant): each one's own and its oppo jobs'
+    (TenantConfig.oppo_account); a tenant without oppo jobs has no such account to match."""
+    return Regex(f"({tenants})({OPPO_ACCOUNT_SUFFIX})?")
 
 
 def ref_id(index: int) -> str:
@@ -257,7 +258,11 @@ def overview(config: PlatformConfig) -> Board:
         stat("Slurm GPUs", "GPUs of the Slurm nodes.", f"sum({slurm(series.NODE_GPUS)})"),
         stat("Slurm GPUs allocated", "GPUs allocated to running Slurm jobs.", f"sum({slurm(series.NODE_GPUS_ALLOCATED)})"),
         stat("Slurm GPUs pending", "GPUs that pending Slurm jobs ask for.", f"sum({slurm(series.ACCOUNT_GPUS_PENDING)})"),
-        stat("Kueue GPUs in use", "GPUs of the Kubernetes jobs Kueue admitted.", f"sum({selector(series.TENANT_GPUS_ALLOCATED, scheduler='kueue')})"),
+        stat(
+            "Kueue GPUs in use",
+            "GPUs of the Kubernetes jobs Kueue admitted.",
+            f"sum({stack_tenants(config, series.TENANT_GPUS_ALLOCATED, scheduler='kueue')})",
+        ),
         stat("slurmctld", "scontrol ping, as the exporter saw it last.", f"min({slurm(series.SLURMCTLD_UP)})", mappings=up_mapping()),
         stat("slurmdbd", "sacctmgr's answer, as the exporter saw it last.", f"min({slurm(series.SLURMDBD_UP)})", mappings=up_mapping()),
     )
@@ -268,7 +273,7 @@ def overview(config: PlatformConfig) -> Board:
             "GPUs in use per tenant",
             "Each tenant's GPUs in use, stacked, Slurm and Kueue apart.",
             "none",
-            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_ALLOCATED})", "{{tenant}} ({{scheduler}})"),
+            query(f"sum by (tenant, scheduler) ({stack_tenants(config, series.TENANT_GPUS_ALLOCATED)})", "{{tenant}} ({{scheduler}})"),
             stacked=True,
         ),
         timeseries(
@@ -286,7 +291,7 @@ def overview(config: PlatformConfig) -> Board:
             "Pending demand per tenant",
             "GPUs that each tenant's pending jobs ask for, Slurm and Kueue apart.",
             "none",
-            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_PENDING})", "{{tenant}} ({{scheduler}})"),
+            query(f"sum by (tenant, scheduler) ({stack_tenants(config, series.TENANT_GPUS_PENDING)})", "{{tenant}} ({{scheduler}})"),
         ),
         timeseries(
             "Age of the exporter's data",
@@ -302,9 +307,9 @@ def guarantee_text(tenant: TenantConfig, scheduler: Scheduler) -> str:
     return ", ".join(f"{c.cells} × {c.gpus_per_cell} GPUs on {c.pool}" for c in cells)
 
 
-def tenant_panel(tenant: TenantConfig, scheduler: Scheduler) -> timeseries_builder.Panel:
+def tenant_panel(config: PlatformConfig, tenant: TenantConfig, scheduler: Scheduler) -> timeseries_builder.Panel:
     def of(name: str) -> str:
-        return selector(name, tenant=tenant.name, scheduler=scheduler)
+        return stack_tenants(config, name, tenant=tenant.name, scheduler=scheduler)
 
     where = "Slurm" if scheduler == "slurm" else "Kueue"
     return timeseries(
@@ -328,14 +333,14 @@ def tenants(config: PlatformConfig) -> Board:
             "Borrowed and lent",
             "GPUs each tenant uses above its guarantee (borrowed) and leaves to others below it (lent).",
             "none",
-            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_BORROWED})", "{{tenant}} ({{scheduler}}) borrowed"),
-            query(f"sum by (tenant, scheduler) ({series.TENANT_GPUS_LENT})", "{{tenant}} ({{scheduler}}) lent"),
+            query(f"sum by (tenant, scheduler) ({stack_tenants(config, series.TENANT_GPUS_BORROWED)})", "{{tenant}} ({{scheduler}}) borrowed"),
+            query(f"sum by (tenant, scheduler) ({stack_tenants(config, series.TENANT_GPUS_LENT)})", "{{tenant}} ({{scheduler}}) lent"),
             width=GRID,
         ),
     )
     for tenant in config.tenants:
         schedulers: list[Scheduler] = ["slurm", "kueue"] if tenant.kueue_cells else ["slurm"]
-        board = section(board, tenant.name, *(tenant_panel(tenant, scheduler) for scheduler in schedulers))
+        board = section(board, tenant.name, *(tenant_panel(config, tenant, scheduler) for scheduler in schedulers))
     return board
 
 
@@ -344,9 +349,10 @@ def jobs(config: PlatformConfig) -> Board:
     tenant = Regex("$" + TENANT_VARIABLE)
     # DCGM labels a GPU with the Slurm job id the prolog wrote (hpc_job); the exporter's job series, relabelled
     # to hpc_job, adds the job's account and partition (0 * keeps DCGM's value).
-    accounts = f'label_replace({slurm(series.JOB_GPUS, account=accounts_of(tenant))}, "hpc_job", "$1", "job_id", "(.+)")'
-    per_job = f"avg by (hpc_job) ({selector(DCGM_GPU_UTIL, hpc_job=Regex('.+'))}) + on (hpc_job) group_left (account, partition) (0 * {accounts})"
-    memory = f"sum by (hpc_job) ({selector(DCGM_FB_USED, hpc_job=Regex('.+'))}) + on (hpc_job) group_left (account) (0 * {accounts})"
+    job = series.DCGM_JOB_LABEL
+    accounts = f'label_replace({slurm(series.JOB_GPUS, account=accounts_of(tenant))}, "{job}", "$1", "job_id", "(.+)")'
+    per_job = f"avg by ({job}) ({selector(DCGM_GPU_UTIL, **{job: Regex('.+')})}) + on ({job}) group_left (account, partition) (0 * {accounts})"
+    memory = f"sum by ({job}) ({selector(DCGM_FB_USED, **{job: Regex('.+')})}) + on ({job}) group_left (account) (0 * {accounts})"
     pods = selector(DCGM_GPU_UTIL, **{DCGM_POD_NAMESPACE: tenant, DCGM_POD: Regex(".+")})
     board = new_dashboard(config, "jobs", "GPU utilisation per job", "Each Slurm job's and each Kueue pod's GPU utilisation (DCGM).")
     board = section(
@@ -356,9 +362,11 @@ def jobs(config: PlatformConfig) -> Board:
             "GPU utilisation per Slurm job",
             "The mean utilisation of a job's GPUs (DCGM, through the prolog's job mapping), with its account.",
             "percent",
-            query(per_job, "{{hpc_job}} ({{account}})"),
+            query(per_job, f"{{{{{job}}}}} ({{{{account}}}})"),
         ).max(100),
-        timeseries("GPU memory per Slurm job", "GPU memory a job's GPUs hold together.", "decmbytes", query(memory, "{{hpc_job}} ({{account}})")),
+        timeseries(
+            "GPU memory per Slurm job", "GPU memory a job's GPUs hold together.", "decmbytes", query(memory, f"{{{{{job}}}}} ({{{{account}}}})")
+        ),
         table(
             "Running Slurm jobs, least busy first",
             "Each running job's mean GPU utilisation now: a job that holds GPUs and leaves them idle comes first.",
@@ -380,8 +388,8 @@ def jobs(config: PlatformConfig) -> Board:
             "Kueue workloads",
             "Each tenant's ClusterQueue: workloads admitted and running, and pending.",
             "none",
-            query(f"sum by (cluster_queue) ({selector(KUEUE_ADMITTED_WORKLOADS, cluster_queue=tenant)})", "{{cluster_queue}} admitted"),
-            query(f"sum by (cluster_queue) ({selector(KUEUE_PENDING_WORKLOADS, cluster_queue=tenant)})", "{{cluster_queue}} pending"),
+            query(f"sum by (cluster_queue) ({selector(series.KUEUE_ADMITTED_WORKLOADS, cluster_queue=tenant)})", "{{cluster_queue}} admitted"),
+            query(f"sum by (cluster_queue) ({selector(series.KUEUE_PENDING_WORKLOADS, cluster_queue=tenant)})", "{{cluster_queue}} pending"),
         ),
     )
 
@@ -398,13 +406,13 @@ def nodes(config: PlatformConfig) -> Board:
         table(
             "Slurm nodes out of service",
             "Nodes down, drained, draining or failing, with Slurm's reason (scontrol update nodename=<node> state=resume once fixed).",
-            f"max by (node, state, reason) ({slurm(series.NODE_STATE, state=Regex(UNHEALTHY_NODE_STATES))})",
+            f"max by (node, state, reason) ({slurm(series.NODE_STATE, state=Regex(series.NODE_OUT_STATES))})",
             width=12,
         ),
         table(
             "Kubernetes nodes not Ready",
             "Nodes whose Ready condition is not true (kube-state-metrics).",
-            f"max by (node) ({selector(KUBE_NODE_CONDITION, condition='Ready', status='true')}) == 0",
+            f"max by (node) ({selector(series.KSM_NODE_CONDITION, condition='Ready', status='true')}) == 0",
             width=12,
         ),
         timeseries(
@@ -421,7 +429,7 @@ def nodes(config: PlatformConfig) -> Board:
         table(
             "GPUs with an XID error",
             "The last XID error of each GPU that reported one (79: fallen off the bus; 48, 63, 64, 94, 95: memory errors).",
-            f"max by ({DCGM_NODE}, gpu, UUID) ({DCGM_XID_ERRORS}) > 0",
+            f"max by ({DCGM_NODE}, gpu, UUID) ({series.DCGM_XID}) > 0",
             value="XID",
         ),
         # Per node, not per GPU: forty lines are unreadable, and a GPU's series splits each time its job or pod changes.
@@ -471,7 +479,7 @@ def config_map(config: PlatformConfig, slug: str) -> dict[str, Any]:
         "metadata": {
             "name": f"{config.cluster.name}-dashboard-{slug}",
             "namespace": config.monitoring.prometheus.namespace,
-            "labels": {**LABELS, **SIDECAR_LABEL},
+            "labels": {**series.LABELS, **SIDECAR_LABEL},
         },
         "data": {f"{config.cluster.name}-{slug}.json": text},
     }

@@ -22,9 +22,8 @@ from ..charts import KUEUE
 from ..config import PlatformConfig
 from ..slurm import Selector, operator_module
 from ..slurm.common import MARIADB_PORT
+from .series import API_VERSION, LABELS
 
-API_VERSION = "monitoring.coreos.com/v1"
-LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
 # soperator's exporter container port, by name and number (1.14.10 and 4.1.7: internal/consts/container.go).
 SOPERATOR_EXPORTER_PORT_NAME, SOPERATOR_EXPORTER_PORT = "metrics", 8080
 # mysqld-exporter's port in the MariaDB operator's metrics Deployment (its MariaDB `metrics.exporter.port` default).

@@ -41,10 +41,9 @@ def guarantees(config: PlatformConfig) -> list[Guarantee]:
     in Kueue its kueueCells' GPUs (the nominalQuota of its ClusterQueue, named after it: components/kueue.py)."""
     found = []
     for tenant in config.tenants:
-        accounts = (tenant.name, *([tenant.oppo_account] if "oppo" in tenant.priorities else []))
-        found.append(Guarantee(tenant.name, "slurm", tenant.guaranteed_gpus, accounts))
+        found.append(Guarantee(tenant.name, "slurm", tenant.guaranteed_gpus, tenant.slurm_accounts))
         if config.operators.kueue.enabled and tenant.namespace and tenant.kueue_cells:
-            found.append(Guarantee(tenant.name, "kueue", sum(tenant.kueue_gpus(pool.name) for pool in config.gpu_pools), (tenant.name,)))
+            found.append(Guarantee(tenant.name, "kueue", tenant.kueue_guaranteed_gpus, (tenant.name,)))
     return found
 
 

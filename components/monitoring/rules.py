@@ -23,31 +23,34 @@ from typing import Any, Optional
 from ..config import PlatformConfig, TenantConfig
 from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
 from ..slurm import installs_cert_manager, operator_module
+from ..slurm.gpu_jobs import maps_gpu_jobs
 from ..storage import JAIL_CLAIM
 from ..tenancy import GPU
 from . import series
+from .exporter import interval_seconds
 
-API_VERSION = "monitoring.coreos.com/v1"
-LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
 RUNBOOK = "docs/monitoring.md"
 SLURM, KUEUE = "slurm", "kueue"
 
-# What the recording rules read beyond the Slurm exporter: Kueue's ClusterQueue metrics (v0.19 pkg/metrics;
-# the resource ones need Kueue's metrics.enableClusterQueueResources), NVIDIA DCGM's exporter,
-# kube-state-metrics, the kubelet and cert-manager.
-KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # labels cohort, cluster_queue, flavor, resource, replica_role
-KUEUE_NOMINAL_QUOTA = "kueue_cluster_queue_nominal_quota"  # same labels
-KUEUE_PENDING_RESOURCES = "kueue_cluster_queue_resource_pending"  # labels cluster_queue, resource, replica_role
-KUEUE_PENDING_WORKLOADS = "kueue_pending_workloads"  # labels cluster_queue, status (active, inadmissible), replica_role
-DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # the last XID of a GPU; labels gpu, UUID, Hostname
-XID_FALLEN_OFF_BUS = 79
-KSM_STATEFULSET_READY = "kube_statefulset_status_replicas_ready"
+# What the rules read beyond series.py's (Slurm exporter, Kueue, DCGM, kube-state-metrics): the kubelet and cert-manager.
 KUBELET_VOLUME_USED = "kubelet_volume_stats_used_bytes"
 KUBELET_VOLUME_CAPACITY = "kubelet_volume_stats_capacity_bytes"
 CERT_EXPIRY = "certmanager_certificate_expiration_timestamp_seconds"
 SCRAPE_UP = "up"
-# Slurm's node states (the exporter's, lower case) in which a node takes no new job.
-NODE_OUT_STATES = ("down", "drained", "draining", "fail", "failing")
+# Slurm's pending reasons (squeue's JOB REASON CODES, the exporter's reason label) of a job that waits for GPUs to free
+# up: Resources (none free), Priority (higher-priority jobs take them first), ReqNodeNotAvail (with ", UnavailableNodes:..."
+# appended), Nodes_required_for_job_are_DOWN_DRAINED_or_reserved_for_jobs_in_higher_priority_partitions and NodeDown (its
+# nodes are out). Every other reason is the job's or the tenant's own doing, not a broken guarantee: Dependency, BeginTime,
+# held jobs (JobHeld*), its own association or QOS limits (AssocGrp*, AssocMax*, QOSGrp*, QOSMax*), a bad request.
+WAITING_FOR_GPUS = ("Resources", "Priority", "ReqNodeNotAvail.*", "Nodes_required_for_job_are_DOWN.*", "NodeDown")
+# NVIDIA's XID catalogue: the XIDs that say the GPU itself (not the application: 13, 31, 43, ...) is in trouble:
+# 48 double-bit ECC, 63/64 row remapping (recorded / failed), 74 NVLink, 79 fallen off the bus, 92 high single-bit
+# ECC rate, 94/95 contained/uncontained ECC, 119/120 GSP (the GPU's firmware) timeout/error.
+HARDWARE_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+# DCGM keeps a GPU's last XID as its value until the next one: an XID is news while the series changed this recently.
+XID_RECENT = "10m"
+# How many of the collector's intervals without a successful run make the exporter's data stale.
+STALE_INTERVALS = 4
 # A follower replica of Kueue reports its gauges too: count the leader's (or a lone replica's) only.
 KUEUE_REPORTER = 'replica_role!="follower"'
 
@@ -73,7 +76,7 @@ RECORDS = (
         series.TENANT_GPUS_ALLOCATED,
         "The GPUs its running jobs hold now, guaranteed and borrowed together.",
         f"`{series.ACCOUNT_GPUS_ALLOCATED}` of its accounts `<tenant>` and `<tenant>-oppo`",
-        f"`{KUEUE_USAGE}` of its ClusterQueue, resource `{GPU}`",
+        f"`{series.KUEUE_USAGE}` of its ClusterQueue, resource `{GPU}`",
     ),
     Record(
         series.TENANT_GPUS_BORROWED,
@@ -89,10 +92,14 @@ RECORDS = (
     ),
     Record(
         series.TENANT_GPUS_PENDING,
-        "The GPUs its waiting jobs ask for: demand the guarantee should meet. Above 0 while it lends is the guarantee broken "
+        "The GPUs its jobs waiting for GPUs ask for: demand the guarantee should meet. Above 0 while it lends is the guarantee broken "
         "(alert [TenantBelowGuarantee](#tenantbelowguarantee)).",
-        f"`{series.ACCOUNT_GPUS_PENDING}` of its account `<tenant>` (prod and test jobs; its oppo jobs wait for idle GPUs by design)",
-        f"`{KUEUE_PENDING_RESOURCES}` of its ClusterQueue, resource `{GPU}` (GPUs, not workloads)",
+        f"`{series.ACCOUNT_GPUS_PENDING}` of its account `<tenant>` (prod and test jobs; its oppo jobs wait for idle GPUs by design), "
+        f"pending reason one of {', '.join(f'`{reason}`' for reason in WAITING_FOR_GPUS)}: not Dependency, BeginTime, a held job "
+        "or its own association or QOS limits",
+        f"`{series.KUEUE_PENDING_RESOURCES}` of its ClusterQueue, resource `{GPU}` (GPUs, not workloads), while it has active "
+        f"(admissible) pending workloads: Kueue's GPU count does not tell active from inadmissible workloads, "
+        f"`{series.KUEUE_PENDING_WORKLOADS}` does per ClusterQueue",
     ),
     Record(
         series.TENANT_GPU_HOURS_1H,
@@ -137,6 +144,18 @@ ALERTS = {
             "always (monitoring.enabled)",
         ),
         Alert(
+            "SlurmExporterStale",
+            "critical",
+            "The Slurm exporter of {{ $labels.namespace }} serves old data",
+            "The Slurm exporter's collector last succeeded {{ $value | humanizeDuration }} ago.",
+            f"The exporter is scraped but its collector has not succeeded for {STALE_INTERVALS} of its intervals "
+            "(monitoring.slurmExporter.interval): the Slurm series are what they were then, a tenant's use may read 0 "
+            "and the tenant alerts cannot be trusted.",
+            "Read the collector container's log (`kubectl -n <cluster namespace> logs -l app.kubernetes.io/name=slurm-exporter "
+            "--all-containers`): squeue, sinfo or sacctmgr failing (slurmctld down, the auth sidecar's key, a timeout).",
+            "always (monitoring.enabled)",
+        ),
+        Alert(
             "SlurmctldDown",
             "critical",
             "slurmctld of {{ $labels.namespace }} does not answer",
@@ -171,21 +190,24 @@ ALERTS = {
             "warning",
             "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} reported XID {{ $value }}",
             "DCGM reports XID {{ $value }} on GPU {{ $labels.gpu }} ({{ $labels.UUID }}) of {{ $labels.Hostname }}.",
-            "The driver reported an error of the GPU (NVIDIA's XID catalogue says which: e.g. 48 and 63/64 are memory errors, "
-            "13 and 31 are mostly the application's).",
-            "Look up the XID in NVIDIA's catalogue; for a hardware one drain the node (`scontrol update nodename=<node> "
+            f"The driver reported a hardware XID of the GPU in the last {XID_RECENT} (NVIDIA's XID catalogue: "
+            f"{', '.join(map(str, HARDWARE_XIDS))}; e.g. 48 and 94/95 are ECC errors, 79 fallen off the bus). Application "
+            "XIDs (13, 31, 43) do not alert, and the alert ends once the XID is older than that: DCGM keeps a GPU's last XID "
+            "as its value until the next one.",
+            "Look up the XID in NVIDIA's catalogue; drain the node (`scontrol update nodename=<node> "
             "state=drain reason=xid<n>`) and have it checked.",
-            "with a GPU pool (DCGM's exporter from the GPU operator)",
+            "with dcgm-exporter's ServiceMonitor (the GPU operator this stack installs, dcgm-exporter on, monitoring on)",
         ),
         Alert(
-            "GpuFallenOffBus",
+            "GpuUnavailable",
             "critical",
-            "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} fell off the bus (XID 79)",
-            "DCGM reports XID 79 on GPU {{ $labels.gpu }} ({{ $labels.UUID }}) of {{ $labels.Hostname }}.",
-            "XID 79: the GPU is gone from the PCIe bus; its jobs fail and it stays gone until the node reboots.",
-            "Drain the node (`scontrol update nodename=<node> state=drain reason=xid79`), reboot it; if it comes back, "
-            "have the GPU and its slot checked.",
-            "with a GPU pool (DCGM's exporter from the GPU operator)",
+            "Node {{ $labels.node }} has {{ $value }} GPU(s) it cannot allocate",
+            "Node {{ $labels.node }}'s device plugin allocates {{ $value }} fewer nvidia.com/gpu than the node has.",
+            "A GPU of the node is unhealthy or gone (fallen off the bus, XID 79, drops out of DCGM's series altogether): "
+            "the device plugin reports it in capacity but no longer in allocatable, so nothing can use it.",
+            "Look at the node's GPUs (`nvidia-smi` on it, the device plugin pod's log); drain it (`scontrol update nodename=<node> "
+            "state=drain reason=gpu-lost`), reboot it; if the GPU does not come back, have it and its slot checked.",
+            "with a GPU pool (kube-state-metrics' node capacity and allocatable)",
         ),
         Alert(
             "TenantBelowGuarantee",
@@ -194,9 +216,9 @@ ALERTS = {
             "Tenant {{ $labels.tenant }} has GPU jobs waiting on {{ $labels.scheduler }} while it holds fewer GPUs than it is guaranteed.",
             "The guarantee is broken: the tenant asks for GPUs, has fewer than its cells, and has waited longer than "
             "monitoring.alerts.guaranteeBrokenFor. Borrowers should have been preempted.",
-            "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): a reason other "
-            "than Resources or Priority (a QOS or association limit), a drained node of its pool, or preemption not happening "
-            "([Tenants and GPU sharing](tenants.md)).",
+            "See why its jobs wait (`squeue -A <tenant> -t PD -o '%i %r'`, or the Workloads of its namespace): only jobs "
+            "waiting for GPUs count (Resources, Priority, or their nodes down or drained), so either a drained node of its "
+            "pool holds its GPUs, or preemption is not happening ([Tenants and GPU sharing](tenants.md)).",
             "per tenant with cells (Slurm) or kueueCells (Kueue)",
         ),
         Alert(
@@ -255,8 +277,9 @@ def _alert(name: str, expr: str, duration: Optional[str] = None) -> dict[str, An
     }
 
 
-def _record(name: str, expr: str, tenant: str, scheduler: str) -> dict[str, Any]:
-    return {"record": name, "expr": expr, "labels": {"tenant": tenant, "scheduler": scheduler}}
+def _record(config: PlatformConfig, name: str, expr: str, tenant: str, scheduler: str) -> dict[str, Any]:
+    labels = {series.CLUSTER_LABEL: config.cluster.name, "tenant": tenant, "scheduler": scheduler}
+    return {"record": name, "expr": expr, "labels": labels}
 
 
 def _matchers(**labels: str) -> str:
@@ -277,39 +300,43 @@ def tenant_records(config: PlatformConfig) -> list[dict[str, Any]]:
     """Guaranteed, allocated and pending per tenant and scheduler; `or vector(0)`: a tenant with no job has
     no series in its source, and 0 is the truth."""
     exporter = f'namespace="{config.cluster.namespace}"'
+    waiting = _one_of(list(WAITING_FOR_GPUS))
     rules = []
     for tenant in config.tenants:
-        accounts = _one_of([tenant.name, tenant.oppo_account])
+        accounts = _one_of(list(tenant.slurm_accounts))
         rules += [
-            _record(series.TENANT_GPUS_GUARANTEED, f"vector({tenant.guaranteed_gpus})", tenant.name, SLURM),
+            _record(config, series.TENANT_GPUS_GUARANTEED, f"vector({tenant.guaranteed_gpus})", tenant.name, SLURM),
             _record(
+                config,
                 series.TENANT_GPUS_ALLOCATED,
                 f'sum({series.ACCOUNT_GPUS_ALLOCATED}{{{exporter}, account=~"{accounts}"}}) or vector(0)',
                 tenant.name,
                 SLURM,
             ),
             _record(
+                config,
                 series.TENANT_GPUS_PENDING,
-                f'sum({series.ACCOUNT_GPUS_PENDING}{{{exporter}, account="{tenant.name}"}}) or vector(0)',
+                f'sum({series.ACCOUNT_GPUS_PENDING}{{{exporter}, account="{tenant.name}", reason=~"{waiting}"}}) or vector(0)',
                 tenant.name,
                 SLURM,
             ),
         ]
     for tenant in kueue_tenants(config):
         queue = f'cluster_queue="{tenant.name}", resource="{GPU}", {KUEUE_REPORTER}'
-        guaranteed = sum(tenant.kueue_gpus(pool.name) for pool in config.gpu_pools)
+        active = f'sum({series.KUEUE_PENDING_WORKLOADS}{{cluster_queue="{tenant.name}", status="active", {KUEUE_REPORTER}}}) > 0'
+        pending = f"(sum({series.KUEUE_PENDING_RESOURCES}{{{queue}}}) and on () ({active})) or vector(0)"
         rules += [
-            _record(series.TENANT_GPUS_GUARANTEED, f"vector({guaranteed})", tenant.name, KUEUE),
-            _record(series.TENANT_GPUS_ALLOCATED, f"sum({KUEUE_USAGE}{{{queue}}}) or vector(0)", tenant.name, KUEUE),
-            _record(series.TENANT_GPUS_PENDING, f"sum({KUEUE_PENDING_RESOURCES}{{{queue}}}) or vector(0)", tenant.name, KUEUE),
+            _record(config, series.TENANT_GPUS_GUARANTEED, f"vector({tenant.kueue_guaranteed_gpus})", tenant.name, KUEUE),
+            _record(config, series.TENANT_GPUS_ALLOCATED, f"sum({series.KUEUE_USAGE}{{{queue}}}) or vector(0)", tenant.name, KUEUE),
+            _record(config, series.TENANT_GPUS_PENDING, pending, tenant.name, KUEUE),
         ]
     return rules
 
 
 def this_stacks(config: PlatformConfig, name: str) -> str:
-    """A tenant series of this stack's tenants only: a Prometheus that also holds another stack's rules
-    would otherwise record (and alert on) its tenants twice."""
-    return f'{name}{{tenant=~"{_one_of([tenant.name for tenant in config.tenants])}"}}'
+    """A tenant series this stack recorded (its cluster label): a Prometheus that also holds another stack's rules,
+    even for tenants of the same names, would otherwise mix (and alert on) both."""
+    return f'{name}{{{series.CLUSTER_LABEL}="{config.cluster.name}"}}'
 
 
 def derived_records(config: PlatformConfig) -> list[dict[str, Any]]:
@@ -330,22 +357,32 @@ def slurm_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
     rules = [
         # absent: no target at all (no pod, or its Service gone) is down too.
         _alert("SlurmExporterDown", f"{scrape} == 0 or absent({scrape})", "5m"),
+        _alert("SlurmExporterStale", f"time() - {series.COLLECTED_AT}{exporter} > {stale_after(config)}", "2m"),
         _alert("SlurmctldDown", f"{series.SLURMCTLD_UP}{exporter} == 0", "2m"),
     ]
     if config.slurm.accounting.enabled:
         rules.append(_alert("SlurmdbdDown", f"{series.SLURMDBD_UP}{exporter} == 0", "5m"))
-    states = _one_of(list(NODE_OUT_STATES))
-    rules.append(_alert("SlurmNodeOut", f'{series.NODE_STATE}{{namespace="{namespace}", state=~"{states}"}} == 1', "10m"))
+    rules.append(_alert("SlurmNodeOut", f'{series.NODE_STATE}{{namespace="{namespace}", state=~"{series.NODE_OUT_STATES}"}} == 1', "10m"))
     return rules
 
 
+def stale_after(config: PlatformConfig) -> int:
+    """Seconds without a successful collector run after which the exporter's data is stale."""
+    return STALE_INTERVALS * interval_seconds(config.monitoring.slurm_exporter.interval)
+
+
 def gpu_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+    """GpuUnavailable wherever there are GPU pools (kube-state-metrics sees their device plugin); GpuXidError only
+    where dcgm-exporter is scraped: the GPU operator's ServiceMonitor this stack turns on (gpu_jobs.maps_gpu_jobs)."""
     if not config.gpu_pools:
         return []
-    return [
-        _alert("GpuXidError", f"{DCGM_XID} > 0 unless {DCGM_XID} == {XID_FALLEN_OFF_BUS}"),
-        _alert("GpuFallenOffBus", f"{DCGM_XID} == {XID_FALLEN_OFF_BUS}"),
-    ]
+    gpu = f'resource="{series.KSM_GPU_RESOURCE}"'
+    missing = f"{series.KSM_NODE_CAPACITY}{{{gpu}}} - on (node) {series.KSM_NODE_ALLOCATABLE}{{{gpu}}} > 0"
+    rules = [_alert("GpuUnavailable", missing, "10m")]
+    if maps_gpu_jobs(config):
+        hardware = " or ".join(f"{series.DCGM_XID} == {xid}" for xid in HARDWARE_XIDS)
+        rules.insert(0, _alert("GpuXidError", f"({hardware}) and changes({series.DCGM_XID}[{XID_RECENT}]) > 0"))
+    return rules
 
 
 def tenant_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
@@ -362,8 +399,8 @@ def kueue_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
         return []
     ours = f'cluster_queue=~"{_one_of(queues)}", {KUEUE_REPORTER}'
     gpus = f'{ours}, resource="{GPU}"'
-    free = f"sum by (cluster_queue) ({KUEUE_NOMINAL_QUOTA}{{{gpus}}}) - sum by (cluster_queue) ({KUEUE_USAGE}{{{gpus}}}) > 0"
-    pending = f"sum by (cluster_queue) ({KUEUE_PENDING_WORKLOADS}{{{ours}}}) > 0"
+    free = f"sum by (cluster_queue) ({series.KUEUE_NOMINAL_QUOTA}{{{gpus}}}) - sum by (cluster_queue) ({series.KUEUE_USAGE}{{{gpus}}}) > 0"
+    pending = f"sum by (cluster_queue) ({series.KUEUE_PENDING_WORKLOADS}{{{ours}}}) > 0"
     return [_alert("KueuePendingWithFreeQuota", f"{pending} and on (cluster_queue) ({free})", "10m")]
 
 
@@ -375,7 +412,9 @@ def platform_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
         full = f"100 * {KUBELET_VOLUME_USED}{claim} / {KUBELET_VOLUME_CAPACITY}{claim} > {config.monitoring.alerts.jail_full_percent}"
         rules.append(_alert("JailFilesystemFull", full, "15m"))
     if config.ldap.enabled:
-        rules.append(_alert("LdapUnavailable", f"{KSM_STATEFULSET_READY}{_matchers(namespace=namespace, statefulset=LDAP_STATEFULSET)} < 1", "5m"))
+        rules.append(
+            _alert("LdapUnavailable", f"{series.KSM_STATEFULSET_READY}{_matchers(namespace=namespace, statefulset=LDAP_STATEFULSET)} < 1", "5m")
+        )
     if installs_cert_manager(config) or operator_module(config).needs_cert_manager(config):
         rules.append(_alert("CertificateExpiringSoon", certificate_expiry(config), "1h"))
     return rules
@@ -413,12 +452,12 @@ def render(config: PlatformConfig) -> list[dict[str, Any]]:
         return []
     return [
         {
-            "apiVersion": API_VERSION,
+            "apiVersion": series.API_VERSION,
             "kind": "PrometheusRule",
             "metadata": {
                 "name": f"{config.cluster.name}-slurm-platform",
                 "namespace": config.cluster.namespace,
-                "labels": {**LABELS, **config.monitoring.prometheus.selector_labels},
+                "labels": {**series.LABELS, **config.monitoring.prometheus.selector_labels},
             },
             "spec": rule_groups(config),
         }

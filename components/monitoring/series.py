@@ -18,6 +18,9 @@ ACCOUNT_JOBS = "slurm_account_jobs"
 # One series per node set to 1, labels: node, state (Slurm's, lower case: idle, mixed, allocated, drained,
 # draining, down, ...), reason (Slurm's reason, empty when none).
 NODE_STATE = "slurm_node_state"
+# The node states (a regex on NODE_STATE's state label; Slurm's flags such as drained* or not_responding included)
+# that take a node's GPUs away from the tenants: what SlurmNodeOut alerts on and the dashboards call unhealthy.
+NODE_OUT_STATES = ".*(down|drain|fail|not_responding|unknown|inval).*"
 # GPUs of a node, labels: node; and those allocated, labels: node.
 NODE_GPUS = "slurm_node_gpus"
 NODE_GPUS_ALLOCATED = "slurm_node_gpus_allocated"
@@ -35,6 +38,9 @@ TENANT_GPUS_BORROWED = "tenant:gpus_borrowed:sum"
 TENANT_GPUS_LENT = "tenant:gpus_lent:sum"
 TENANT_GPUS_PENDING = "tenant:gpus_pending:sum"
 TENANT_GPU_HOURS_1H = "tenant:gpu_hours:avg_over_time1h"
+# The label every tenant series carries for the stack (config.cluster.name) that recorded it: two stacks' tenants
+# in one Prometheus, even of the same names, stay apart, and the dashboards' tenant queries select by it.
+CLUSTER_LABEL = "cluster"
 
 # --- Where the exporter listens: its pods' label, its port (the NetworkPolicies and monitors name them) ----
 EXPORTER_APP = "slurm-exporter"  # app.kubernetes.io/name of its pods; its Service is <cluster>-slurm-exporter
@@ -52,3 +58,25 @@ DCGM_JOB_LABEL = "hpc_job"
 # Its metrics port (the operator's Service port gpu-metrics) and its pods' label app, in the GPU operator's namespace.
 DCGM_EXPORTER_PORT = 9400
 DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"
+# The last XID a GPU reported, labels gpu, UUID, Hostname: it keeps that value until the next XID (dcgm-exporter#500).
+DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"
+
+# --- Kueue's ClusterQueue metrics (v0.19 pkg/metrics; the resource ones need metrics.enableClusterQueueResources) ---
+KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # labels cohort, cluster_queue, flavor, resource, replica_role
+KUEUE_NOMINAL_QUOTA = "kueue_cluster_queue_nominal_quota"  # same labels
+# GPUs of pending workloads, labels cluster_queue, resource, replica_role: active and inadmissible ones together.
+KUEUE_PENDING_RESOURCES = "kueue_cluster_queue_resource_pending"
+KUEUE_PENDING_WORKLOADS = "kueue_pending_workloads"  # labels cluster_queue, status (active, inadmissible), replica_role
+KUEUE_ADMITTED_WORKLOADS = "kueue_admitted_active_workloads"  # labels cluster_queue
+
+# --- kube-state-metrics ----------------------------------------------------------------------------------------
+KSM_STATEFULSET_READY = "kube_statefulset_status_replicas_ready"
+KSM_NODE_CONDITION = "kube_node_status_condition"  # labels node, condition, status
+# A node's resources, labels node, resource (sanitized: nvidia.com/gpu is nvidia_com_gpu), unit.
+KSM_NODE_CAPACITY = "kube_node_status_capacity"
+KSM_NODE_ALLOCATABLE = "kube_node_status_allocatable"
+KSM_GPU_RESOURCE = "nvidia_com_gpu"
+
+# --- What every monitoring manifest the platform renders carries ------------------------------------------------
+API_VERSION = "monitoring.coreos.com/v1"  # the Prometheus Operator's ServiceMonitor, PodMonitor, PrometheusRule
+LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "monitoring"}
