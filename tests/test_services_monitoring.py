@@ -107,7 +107,7 @@ def what_root_sees(lab) -> dict[str, dict]:
     rows = [
         line.split("|")
         for line in lab.run(
-            "squeue", "-h", "-a", "-t", "RUNNING,PENDING", "-O", "JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|"
+            "squeue", "-h", "-a", "-r", "-t", "RUNNING,PENDING", "-O", "JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|"
         ).stdout.splitlines()
     ]
     allocated: dict = defaultdict(float)
@@ -325,3 +325,28 @@ def test_prometheus_computes_each_tenants_use_as_squeue_says_and_the_broken_guar
     wait_for(lambda: running(lab, held), "vc1's guaranteed job running once its node is back", 30)
     wait_for(lambda: prometheus.firing("TenantBelowGuarantee") == set(), "TenantBelowGuarantee cleared", 30, every=1)
     assert computed_by(prometheus) == per_tenant_from_squeue(lab)
+
+
+def array_tasks(lab, array: str) -> dict[str, tuple[str, str]]:
+    """`scontrol show job`'s records of an array: each one's JobId (its tasks' SLURM_JOB_ID) -> (ArrayTaskId, JobState)."""
+    records = [
+        dict(f.split("=", 1) for f in line.split() if "=" in f) for line in lab.run("scontrol", "-o", "show", "job", array).stdout.splitlines()
+    ]
+    return {r["JobId"]: (r["ArrayTaskId"], r["JobState"]) for r in records}
+
+
+@pytest.mark.parametrize("lab", CONFIGURATIONS, indirect=True)
+def test_an_arrays_pending_tasks_each_count_and_a_running_task_goes_by_the_job_id_its_prolog_sees(lab):
+    cancel_all(lab)
+    # Three tasks of one GPU each on gpu-c's one GPU: one runs, two wait.
+    array = submit(lab, "alice", "-A", "default", "-q", "prod", "-p", "gpu-c", "--array=0-2")
+    wait_for(lambda: [s for _, s in array_tasks(lab, array).values()].count("RUNNING") == 1, "one task of the array running", 30)
+    (running_id,) = [job for job, (_, state) in array_tasks(lab, array).items() if state == "RUNNING"]
+    assert running_id.isdigit()
+    wait_for(lambda: exported_jobs(lab) == what_root_sees(lab), "the exporter's job series equal to root's squeue", 30)
+    seen = exported_jobs(lab)
+    # The prolog's SLURM_JOB_ID: the running task's JobId, not `<array>_<task>`.
+    assert seen[series.JOB_GPUS] == {key(job_id=running_id, account="default", partition="gpu-c"): 1}
+    assert seen[series.ACCOUNT_JOBS] == {key(account="default", state="running"): 1, key(account="default", state="pending"): 2}
+    assert sum(seen[series.ACCOUNT_GPUS_PENDING].values()) == 2
+    cancel_all(lab)
