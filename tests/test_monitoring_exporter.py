@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.config import parse_config
-from components.monitoring import exporter, series
+from components.monitoring import exporter, series, usage
 from components.slurm import operator_module
 from components.slurm.common import KEY_DIR, system_priority_class_name
 from tests.harness import monitored, stack_config
@@ -144,3 +144,51 @@ def test_the_script_names_no_series_itself_every_one_comes_from_series_py():
     assert not [name for name in names if name in exporter.SCRIPT_TEXT]
     assert set(exporter.SERIES_ENV.values()) == set(names)
     assert all(f"${key}" in exporter.SCRIPT_TEXT for key in exporter.SERIES_ENV)
+
+
+# TRES lists as squeue's tres-alloc and scontrol's CfgTRES/AllocTRES print them: untyped and typed, typed only, none.
+TRES_GPUS = [
+    "cpu=2,mem=1G,node=1,billing=2,gres/gpu=2,gres/gpu:h100=2",
+    "cpu=2,mem=1G,node=1,gres/gpu:h100=2,gres/gpu:a100=1",
+    "cpu=2,mem=1G,node=1,gres/gpumem=80G,gres/gpu:h100=3",
+    "cpu=2,mem=1G,node=1",
+]
+
+
+def fake_slurm(bin_dir, squeue: str, show_node: str) -> None:
+    """Slurm's clients answering as the collector asks them: squeue's and `scontrol -o show node`'s lines given."""
+    answers = {
+        "squeue": f"cat <<'END'\n{squeue}\nEND\n",
+        "sinfo": "true\n",
+        "sacctmgr": "true\n",
+        "scontrol": f'[ "$1" = ping ] && echo "Slurmctld(primary) at ctld is UP" && exit 0\ncat <<\'END\'\n{show_node}\nEND\n',
+    }
+    bin_dir.mkdir()
+    for command, body in answers.items():
+        (bin_dir / command).write_text(f"#!/bin/sh\n{body}")
+        (bin_dir / command).chmod(0o755)
+
+
+def test_the_collector_counts_a_tres_lists_gpus_as_the_report_does(tmp_path):
+    """One gpus() in the script, for squeue's jobs and scontrol's nodes: gres/gpu, else the typed GPUs summed, as usage.tres_gpus."""
+    squeue = "\n".join(f"{100 + i}|acct{i}|gpu|RUNNING|None|{tres}" for i, tres in enumerate(TRES_GPUS))
+    show_node = "\n".join(f"NodeName=node-{i} State=MIXED CfgTRES={tres} AllocTRES={tres}" for i, tres in enumerate(TRES_GPUS))
+    fake_slurm(tmp_path / "bin", squeue, show_node)
+    metrics = tmp_path / "slurm.prom"
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "METRICS_FILE": str(metrics), "ONCE": "1", **exporter.SERIES_ENV}
+    ran = subprocess.run(["sh", "-c", exporter.SCRIPT_TEXT], env=env, capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    text = metrics.read_text()
+    expected = [usage.tres_gpus(tres) for tres in TRES_GPUS]
+    assert expected == [2, 3, 3, 0]
+    for i, gpus in enumerate(expected):
+        assert f'{series.ACCOUNT_GPUS_ALLOCATED}{{account="acct{i}",partition="gpu"}} {gpus}\n' in text
+        assert f'{series.NODE_GPUS}{{node="node-{i}"}} {gpus}\n' in text
+        assert f'{series.NODE_GPUS_ALLOCATED}{{node="node-{i}"}} {gpus}\n' in text
+
+
+def test_the_collector_lists_each_array_task_and_het_component_by_its_own_job_id():
+    """squeue -r: a pending array's tasks each count their GPUs; -O JobID: the id the prolog's SLURM_JOB_ID is."""
+    (squeue,) = [line for line in exporter.SCRIPT_TEXT.splitlines() if line.strip().startswith("squeue ")]
+    assert " -r " in squeue and "'JobID:|," in squeue
+    assert exporter.SCRIPT_TEXT.count("function gpus(") == 1

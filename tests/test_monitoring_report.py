@@ -17,7 +17,8 @@ from components.config import CLUSTER_NAME_MAX, parse_config
 from components.monitoring import report, usage
 from components.monitoring.usage import UTC, Guarantee, Run
 from components.slurm import operator_module
-from components.slurm.client import SCRIPT_DIR
+from components.slurm.client import SCRIPT_DIR, auth_socket_dir
+from components.slurm.common import KEY_DIR
 from tests.contracts import manifest_errors
 from tests.harness import stack_config
 from tools import report as report_tool
@@ -175,7 +176,15 @@ def test_the_cronjob_runs_sacct_and_the_report_as_a_slurm_client_without_a_kuber
     assert pod["containers"][0]["image"] == client.image
     assert pod["containers"][0]["command"] == ["/bin/bash", f"{SCRIPT_DIR}/{report.SCRIPT}"]
     assert {"name": "script", "configMap": {"name": config_map["metadata"]["name"]}} in pod["volumes"]
-    assert ("initContainers" in pod) == bool(client.munge_image)
+    # The key only in the auth sidecar (munged or sackd), never in the root container that runs the report.
+    (auth,) = pod["initContainers"]
+    assert auth["restartPolicy"] == "Always" and auth["image"] == (client.munge_image or client.image)
+    assert ("sackd -D" in auth["command"][-1]) == (client.auth == "auth/slurm")
+    key_volumes = {v["name"] for v in pod["volumes"] if "secret" in v}
+    assert key_volumes == {"auth-key"}
+    mounting = {c["name"] for c in [auth, *pod["containers"]] for m in c["volumeMounts"] if m["name"] in key_volumes}
+    assert mounting == {"auth"}
+    assert {"name": "auth-socket", "mountPath": auth_socket_dir(client)} in pod["containers"][0]["volumeMounts"]
     script = config_map["data"][report.SCRIPT]
     sacct = " ".join(usage.sacct_command(config.cluster.name, '"$since"', '"$until"'))
     assert f"TZ=UTC SLURM_TIME_FORMAT=standard {sacct} > {report.SACCT_OUTPUT}" in script.splitlines()
@@ -184,6 +193,7 @@ def test_the_cronjob_runs_sacct_and_the_report_as_a_slurm_client_without_a_kuber
     assert config_map["data"][report.USAGE] == Path(usage.__file__).read_text()
     assert usage.guarantees_from_json(config_map["data"][report.GUARANTEES]) == report.guarantees(config)
     assert f"AuthType={client.auth}" in config_map["data"]["slurm.conf"]
+    assert f"until [ -S {auth_socket_dir(client)}/" in script and KEY_DIR not in script  # it signs through the sidecar's socket
 
 
 def test_a_long_cluster_name_is_cut_to_fit_the_cronjobs_name():

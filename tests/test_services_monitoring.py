@@ -107,7 +107,7 @@ def what_root_sees(lab) -> dict[str, dict]:
     rows = [
         line.split("|")
         for line in lab.run(
-            "squeue", "-h", "-a", "-t", "RUNNING,PENDING", "-O", "JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|"
+            "squeue", "-h", "-a", "-r", "-t", "RUNNING,PENDING", "-O", "JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|"
         ).stdout.splitlines()
     ]
     allocated: dict = defaultdict(float)
@@ -331,3 +331,44 @@ def test_prometheus_computes_each_tenants_use_as_squeue_says_and_the_broken_guar
     wait_for(lambda: running(lab, held), "vc1's guaranteed job running once its node is back", 30)
     wait_for(lambda: prometheus.firing("TenantBelowGuarantee") == set(), "TenantBelowGuarantee cleared", 30, every=1)
     assert computed_by(prometheus) == per_tenant_from_squeue(lab)
+
+
+def job_records(lab, job: str) -> list[dict[str, str]]:
+    """`scontrol show job`'s records of a job: an array's tasks, a het job's components; JobId is each one's SLURM_JOB_ID."""
+    return [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in lab.run("scontrol", "-o", "show", "job", job).stdout.splitlines()]
+
+
+def array_tasks(lab, array: str) -> dict[str, tuple[str, str]]:
+    """An array's records: each one's JobId -> (ArrayTaskId, JobState)."""
+    return {r["JobId"]: (r["ArrayTaskId"], r["JobState"]) for r in job_records(lab, array)}
+
+
+@pytest.mark.parametrize("lab", CONFIGURATIONS, indirect=True)
+def test_an_arrays_pending_tasks_each_count_and_a_running_task_goes_by_the_job_id_its_prolog_sees(lab):
+    cancel_all(lab)
+    # Three tasks of one GPU each on gpu-c's one GPU: one runs, two wait.
+    array = submit(lab, "alice", "-A", "default", "-q", "prod", "-p", "gpu-c", "--array=0-2")
+    wait_for(lambda: [s for _, s in array_tasks(lab, array).values()].count("RUNNING") == 1, "one task of the array running", 30)
+    (running_id,) = [job for job, (_, state) in array_tasks(lab, array).items() if state == "RUNNING"]
+    assert running_id.isdigit()
+    wait_for(lambda: exported_jobs(lab) == what_root_sees(lab), "the exporter's job series equal to root's squeue", 30)
+    seen = exported_jobs(lab)
+    # The prolog's SLURM_JOB_ID: the running task's JobId, not `<array>_<task>`.
+    assert seen[series.JOB_GPUS] == {key(job_id=running_id, account="default", partition="gpu-c"): 1}
+    assert seen[series.ACCOUNT_JOBS] == {key(account="default", state="running"): 1, key(account="default", state="pending"): 2}
+    assert sum(seen[series.ACCOUNT_GPUS_PENDING].values()) == 2
+    cancel_all(lab)
+
+
+@pytest.mark.parametrize("lab", CONFIGURATIONS, indirect=True)
+def test_the_collectors_squeue_names_each_het_component_by_its_own_job_id(lab):
+    """squeue's `%i` says `<het>+<offset>`; the collector's `-O JobID` each component's JobId, its SLURM_JOB_ID."""
+    cancel_all(lab)
+    gpu_c, gpu_d = ("-A", "default", "-q", "prod", "-p", "gpu-c"), ("-A", "default-oppo", "-q", "oppo", "-p", "gpu-d")
+    het = lab.sbatch("alice", *gpu_c, "--gres=gpu:1", ":", *gpu_d, "--wrap", "sleep 300").stdout.strip()
+    components = {r["JobId"] for r in job_records(lab, het)}
+    assert len(components) == 2 and lab.run("squeue", "-h", "-j", het, "-o", "%i").stdout.split() != sorted(components)
+    (squeue,) = [line.strip() for line in exporter.SCRIPT_TEXT.splitlines() if line.strip().startswith("squeue ")]
+    listed = lab.run("sh", "-c", squeue).stdout.splitlines()
+    assert {line.split("|")[0] for line in listed} == components
+    cancel_all(lab)

@@ -1,14 +1,17 @@
 """The usage report on real Slurm (tests/services.py): jobs of two tenants run, then the report's own sacct
 query (components/monitoring/usage.py) counts each tenant's GPU-seconds exactly as long as its jobs held their
 GPUs, clamped where the period cuts a job; and the CronJob's script, run as its pod runs it (the generation's
-python3), reports them. With each client auth (ACK's munged in the image, soperator's munged sidecar, Slinky's
-sackd) on Slurm 24.11 and 26.05; on 22.05, ACK's oldest, the same query on a job's times."""
+python3, signing through its auth sidecar's munged or sackd on the key), reports them. With each client auth
+(ACK's munged in the image, soperator's munge image, Slinky's sackd) on Slurm 24.11 and 26.05; on 22.05, ACK's
+oldest, the same query on a job's times."""
 
 from __future__ import annotations
 
 import copy
 import functools
 import json
+import shlex
+import subprocess
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,7 +20,8 @@ import pytest
 from components.config import parse_config
 from components.monitoring import report, usage
 from components.monitoring.usage import UTC
-from tests.services import OperatorLab, as_operator, operator_lab, slurm_client_pod, tenants_job, wait_for
+from components.slurm import operator_module
+from tests.services import SLURM_KEY, OperatorLab, as_operator, for_this_machine, operator_lab, run_pod_script, tenants_job, wait_for
 from tests.test_services_slurm import LAB_CONFIG, LAB_NODES, USERS
 
 # Each client auth (ACK's munged in the image, soperator's munged sidecar, Slinky's sackd) on the generations
@@ -112,10 +116,27 @@ def test_a_period_that_cuts_a_job_counts_only_its_part_inside(lab, ran):
     assert used == {"default": bob["elapsed"] - 1, "vc1": carol["elapsed"] - 1}
 
 
+def report_pod(lab: OperatorLab) -> subprocess.CompletedProcess:
+    """The CronJob's pod on this machine: its auth sidecar's command (the only one given the key) in the background,
+    then the report container's; the ConfigMap's slurm.conf naming the lab's daemons. soperator's sidecar runs its
+    own munge image, which the lab's root filesystem is not (munged as root there refuses munge's state directory):
+    its report signs through the lab's munged, as tests/services.py's slurm_client_pod has soperator's pods do."""
+    config = lab.config
+    client = operator_module(config).accounting_client(config)
+    pod = report.cron_job(config)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (auth,) = pod["initContainers"]
+    (container,) = pod["containers"]
+    data = report.config_map(config)["data"]
+    conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
+    sidecar = "" if client.munge_image else f"{shlex.join(auth['command'])} &\n"
+    data = {**data, "slurm.conf": conf + f"SlurmctldPort={lab.ctld_port}\n", "pod.sh": f"{sidecar}exec {shlex.join(container['command'])}\n"}
+    key = SLURM_KEY.encode() if client.auth == "auth/slurm" else (lab.root / "munge" / "munge.key").read_bytes()
+    return run_pod_script(lab, "report", data, [client.slurmdbd_host], key=None if client.munge_image else key, script="pod.sh")
+
+
 def test_the_cronjobs_script_run_as_its_pod_reports_both_tenants(lab, ran):
     """Its table for people, then the same rows as JSON (the period: the last seven days, to the second it ran)."""
-    data = report.config_map(lab.config)["data"]
-    done = slurm_client_pod(lab, lab.config, "report", data, script=report.SCRIPT)
+    done = report_pod(lab)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
     table = lines[next(i for i, line in enumerate(lines) if line.startswith("GPU-hours from")) :]

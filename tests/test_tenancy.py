@@ -819,7 +819,7 @@ def test_soperator_runs_munged_beside_sacctmgr_as_a_native_sidecar():
     pod = tenancy.sacctmgr_job(config, client)["spec"]["template"]["spec"]
     (munge,) = pod["initContainers"]
     assert munge["image"] == client.munge_image and munge["restartPolicy"] == "Always"
-    assert {"name": "munge-socket", "mountPath": "/run/munge"} in pod["containers"][0]["volumeMounts"]
+    assert {"name": "auth-socket", "mountPath": "/run/munge"} in pod["containers"][0]["volumeMounts"]
     assert f"until [ -S {common.MUNGE_SOCKET} ]" in tenancy.sacctmgr_script(config, client)
     # ACK's all-in-one image starts munged itself.
     ack_config = with_tenants(*two_teams("staging-hangzhou"), stack="staging-hangzhou")

@@ -10,8 +10,8 @@ maintained Slurm exporter can be installed from here. So one Deployment per clus
 - `serve`: node-exporter with its textfile collector only, on series.EXPORTER_PORT, which the ServiceMonitor
   scrapes.
 
-Neither holds the cluster's key: a native sidecar (`auth`) runs munged (or, for auth/slurm, sackd) on it,
-and the collector signs through its socket. No container gets a service account token."""
+Neither holds the cluster's key: a native sidecar (`auth`, components/slurm/client.py's as the usage report's)
+runs munged (or, for auth/slurm, sackd) on it, and the collector signs through its socket. No container gets a service account token."""
 
 from __future__ import annotations
 
@@ -23,16 +23,8 @@ from slurm_rules import kube_rules
 
 from ..config import PlatformConfig
 from ..slurm import AccountingClient, operator_module
-from ..slurm.common import (
-    KEY_DIR,
-    MUNGE_SOCKET,
-    SACK_SOCKET,
-    client_slurm_conf,
-    cluster_name_with,
-    munged_lines,
-    system_placement,
-    system_priority_class_name,
-)
+from ..slurm.client import auth_sidecar, auth_socket_dir
+from ..slurm.common import client_slurm_conf, cluster_name_with, system_placement, system_priority_class_name
 from . import series
 
 SCRIPT = "slurm-metrics.sh"
@@ -79,45 +71,6 @@ def interval_seconds(duration: str) -> int:
     match = re.fullmatch(r"([0-9]+)(ms|s|m|h|d|w)", duration)
     assert match, duration  # the config model only admits these
     return max(1, int(int(match[1]) * DURATION_SECONDS[match[2]]))
-
-
-def auth_socket_dir(client: AccountingClient) -> str:
-    """Where the auth sidecar's socket is, which the collector's clients sign through."""
-    return str(Path(MUNGE_SOCKET if client.auth == "auth/munge" else SACK_SOCKET).parent)
-
-
-def auth_command(client: AccountingClient) -> str:
-    """The sidecar's shell: munged (soperator's munge image, or the cluster image's) or sackd, in the foreground, on the key."""
-    if client.munge_image:
-        return f"install -m 0400 {KEY_DIR}/key /etc/munge/munge.key && exec munged -F -S {MUNGE_SOCKET}"
-    if client.auth == "auth/munge":
-        return " && ".join(munged_lines(f"{KEY_DIR}/key", foreground=True))
-    # sackd reads slurm.conf, and auth/slurm's key beside it.
-    return " && ".join(
-        [
-            "install -d /etc/slurm",
-            f"cp {CONFIG_DIR}/slurm.conf /etc/slurm/slurm.conf",
-            f"install -m 0400 {KEY_DIR}/key /etc/slurm/slurm.key",
-            "exec sackd -D",
-        ]
-    )
-
-
-def auth_sidecar(client: AccountingClient) -> dict[str, Any]:
-    """The only container that mounts the key: a native sidecar (an init container that keeps running) that
-    starts before the collector. It runs as its image's root, which munged and sackd need to lay their files out."""
-    mounts = [{"name": "auth-key", "mountPath": KEY_DIR, "readOnly": True}, {"name": "auth-socket", "mountPath": auth_socket_dir(client)}]
-    if client.auth == "auth/slurm":
-        mounts.append({"name": "config", "mountPath": CONFIG_DIR, "readOnly": True})
-    return {
-        "name": "auth",
-        "image": client.munge_image or client.image,
-        "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c", auth_command(client)],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False},
-        "volumeMounts": mounts,
-    }
 
 
 def collector(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
@@ -186,7 +139,7 @@ def deployment(config: PlatformConfig, client: AccountingClient) -> dict[str, An
         # It talks to slurmctld and slurmdbd only, never to the API server.
         "automountServiceAccountToken": False,
         **system_placement(config),
-        "initContainers": [auth_sidecar(client)],
+        "initContainers": [auth_sidecar(client, "config", CONFIG_DIR)],
         "containers": [collector(config, client), server(config)],
         "volumes": [
             {"name": "config", "configMap": {"name": name(config)}},

@@ -3,7 +3,7 @@ GPU-hours over the last 7 days against its guarantee, written to the Job's logs.
 
 Its pod is a Slurm client beside the cluster, as the tenants Job is (components/slurm/client.py): the operator's
 client image and auth, root in the container (Slurm shows root every job whatever PrivateData hides), no
-Kubernetes token. Its script runs sacct for the period, then this package's usage.py, shipped in its
+Kubernetes token; the cluster's key only in its auth sidecar, as the Slurm exporter's. Its script runs sacct for the period, then this package's usage.py, shipped in its
 ConfigMap as it is in the checkout, with the image's python3: the report `make report` prints
 (tools/report.py) computed the same way. An image without python3 (ACK's is bring-your-own) prints the
 guarantees and sacct's rows instead, which `make report --sacct-file` reads. Kueue's Workloads need the API
@@ -62,7 +62,7 @@ def report_script(config: PlatformConfig) -> str:
         "#!/bin/bash",
         f"# Each tenant's Slurm GPU-hours over the last {PERIOD_DAYS} days against its guarantee (slurm-platform; components/monitoring/report.py).",
         "set -euo pipefail",
-        *auth_setup(client),
+        *auth_setup(client, key_in_sidecar=True),
         "now=$(date -u +%s)",
         f'until=$(date -u -d "@$now" +{usage.SACCT_TIME})',
         f'since=$(date -u -d "@$((now - {PERIOD_DAYS * 86400}))" +{usage.SACCT_TIME})',
@@ -93,7 +93,7 @@ def config_map(config: PlatformConfig) -> dict[str, Any]:
 
 def cron_job(config: PlatformConfig) -> dict[str, Any]:
     client = operator_module(config).accounting_client(config)
-    pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "report", SCRIPT, name(config))}
+    pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "report", SCRIPT, name(config), key_in_sidecar=True)}
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

@@ -13,27 +13,37 @@ set -u
 : "${INTERVAL_SECONDS:=30}"
 last_success=""
 
+# The awk functions every program below starts with: esc() a label value; gpus() the GPUs of a TRES list such as
+# `cpu=2,gres/gpu:h100=2,gres/gpu=2`: gres/gpu, else its typed entries summed (a TRES list without the untyped
+# one), as components/monitoring/usage.py's tres_gpus counts them for the report.
+AWK_FUNCTIONS='
+function esc(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return s }
+function gpus(tres,    n, parts, i, typed) {
+	n = split(tres, parts, ","); typed = 0
+	for (i = 1; i <= n; i++) {
+		if (parts[i] ~ /^gres\/gpu=[0-9]+$/) return substr(parts[i], 10) + 0
+		if (parts[i] ~ /^gres\/gpu:[^=]+=[0-9]+$/) typed += substr(parts[i], index(parts[i], "=") + 1)
+	}
+	return typed
+}
+'
+
 # Prometheus text for `ping up`-style answers: the series, then 1 or 0.
 up() {
 	printf '# TYPE %s gauge\n%s %s\n' "$1" "$1" "$2"
 }
 
 # Running and pending jobs as `job|account|partition|state|reason|tres` (tres: allocated while running,
-# requested while pending; `gres/gpu=N` counts the GPUs of every type).
+# requested while pending). One line per array task (-r), so a pending array counts each task's GPUs; JobID is
+# each array task's and het component's own id (not `123_4` or `123+0`), the SLURM_JOB_ID its prolog sees.
 jobs() {
-	squeue -h -a -t RUNNING,PENDING -O 'JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|'
+	squeue -h -a -r -t RUNNING,PENDING -O 'JobID:|,Account:|,Partition:|,State:|,Reason:|,tres-alloc:|'
 }
 
 jobs_metrics() {
 	awk -F'|' \
 		-v allocated="$SERIES_ACCOUNT_GPUS_ALLOCATED" -v pending="$SERIES_ACCOUNT_GPUS_PENDING" \
-		-v jobs="$SERIES_ACCOUNT_JOBS" -v job_gpus="$SERIES_JOB_GPUS" '
-	function esc(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return s }
-	function gpus(tres,    n, parts, i) {
-		n = split(tres, parts, ",")
-		for (i = 1; i <= n; i++) if (parts[i] ~ /^gres\/gpu=[0-9]+$/) return substr(parts[i], 10) + 0
-		return 0
-	}
+		-v jobs="$SERIES_ACCOUNT_JOBS" -v job_gpus="$SERIES_JOB_GPUS" "$AWK_FUNCTIONS"'
 	NF >= 6 {
 		account = esc($2); partition = esc($3); state = tolower($4); n = gpus($6)
 		count[account "\",state=\"" state]++
@@ -54,8 +64,7 @@ jobs_metrics() {
 
 # Each node once (sinfo lists it per partition): `node|state|reason` (reason "none" when none; it may hold spaces).
 nodes_metrics() {
-	awk -F'|' -v series="$SERIES_NODE_STATE" '
-	function esc(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return s }
+	awk -F'|' -v series="$SERIES_NODE_STATE" "$AWK_FUNCTIONS"'
 	BEGIN { printf "# TYPE %s gauge\n", series }
 	NF >= 3 && !seen[$1]++ {
 		reason = $3; for (i = 4; i <= NF; i++) reason = reason "|" $i
@@ -67,13 +76,7 @@ nodes_metrics() {
 
 # `scontrol -o show node`: one line per node; its configured and allocated TRES give its GPUs.
 gpus_metrics() {
-	awk -v total="$SERIES_NODE_GPUS" -v allocated="$SERIES_NODE_GPUS_ALLOCATED" '
-	function esc(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return s }
-	function gpus(tres,    n, parts, i) {
-		n = split(tres, parts, ",")
-		for (i = 1; i <= n; i++) if (parts[i] ~ /^gres\/gpu=[0-9]+$/) return substr(parts[i], 10) + 0
-		return 0
-	}
+	awk -v total="$SERIES_NODE_GPUS" -v allocated="$SERIES_NODE_GPUS_ALLOCATED" "$AWK_FUNCTIONS"'
 	{
 		node = ""; cfg = 0; alloc = 0
 		for (i = 1; i <= NF; i++) {
