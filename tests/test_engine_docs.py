@@ -5,7 +5,7 @@ Only what is the reader's own is stood in for: the state backend becomes a local
 passphrase a throwaway, the bucket's keys are not needed, there is no cluster (so no kubeconfig and no
 preflight: tests/test_kube_preflight.py runs that one), `pulumi up` is confirmed as a reader answers
 its prompt, and the copied stack file gets the reader's edit, here one that needs no cluster: render
-to a directory, operators from a portal, no LDAP (over TLS, which the policy pack requires, it reads
+to a directory, operators and Prometheus from a portal, no LDAP (over TLS, which the policy pack requires, it reads
 its CA from the cluster) and so no tenants' researchers. Every other line, `make` and `pulumi` alike, runs exactly as the page
 has it. The shell has neither PULUMI_PYTHON_CMD nor a virtualenv on PATH: a reader's has none."""
 
@@ -66,6 +66,8 @@ config = stack["config"]
 config[key("kubernetes")] = {{"renderYamlToDirectory": "rendered"}}
 for operator in config.get(key("operators"), {{}}).values():
     operator["install"] = False
+if key("monitoring") in config:  # and the cluster's own Prometheus Operator
+    config[key("monitoring")].setdefault("prometheus", {{}})["install"] = False
 config[key("ldap")] = {{"enabled": False}}  # LDAP over TLS reads its CA from the cluster,
 config.pop(key("tenants"), None)  # and tenants' researchers log in through LDAP
 open(path, "w").write(yaml.safe_dump(stack))
