@@ -26,6 +26,7 @@ from ..slurm import AccountingClient, operator_module
 from ..slurm.client import auth_sidecar, auth_socket_dir
 from ..slurm.common import client_slurm_conf, cluster_name_with, system_placement, system_priority_class_name
 from . import series
+from .monitors import monitor
 
 SCRIPT = "slurm-metrics.sh"
 SCRIPT_TEXT = (Path(__file__).parent / SCRIPT).read_text()
@@ -173,23 +174,13 @@ def service(config: PlatformConfig) -> dict[str, Any]:
 
 
 def service_monitor(config: PlatformConfig) -> dict[str, Any]:
-    monitoring = config.monitoring
     service_labels = labels(config)
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": {
-            "name": name(config),
-            "namespace": config.cluster.namespace,
-            "labels": {**service_labels, **monitoring.prometheus.selector_labels},
-        },
-        "spec": {
-            # job="slurm-exporter" (the Service's app.kubernetes.io/name), whatever the cluster's name.
-            "jobLabel": "app.kubernetes.io/name",
-            "selector": {"matchLabels": {key: service_labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}},
-            "endpoints": [{"port": series.EXPORTER_PORT_NAME, "path": "/metrics", "scheme": "http", "interval": monitoring.scrape_interval}],
-        },
-    }
+    selector = {"matchLabels": {key: service_labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}}
+    endpoints = [{"port": series.EXPORTER_PORT_NAME, "path": "/metrics", "scheme": "http"}]
+    # job="slurm-exporter" (the Service's app.kubernetes.io/name), whatever the cluster's name.
+    return monitor(
+        config, "ServiceMonitor", name(config), config.cluster.namespace, selector, endpoints, service_labels, jobLabel="app.kubernetes.io/name"
+    )
 
 
 def render(config: PlatformConfig) -> list[dict[str, Any]]:

@@ -34,48 +34,48 @@ KUEUE_METRICS_SERVICE = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/i
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def metadata(config: PlatformConfig, name: str, namespace: str) -> dict[str, Any]:
-    """A monitor's metadata: ours, and the labels that make the Prometheus select it."""
-    labels = {**LABELS, **config.monitoring.prometheus.selector_labels}
-    return {"name": name, "namespace": namespace, "labels": labels}
+def monitor(
+    config: PlatformConfig,
+    kind: str,
+    name: str,
+    namespace: str,
+    selector: Selector,
+    endpoints: list[dict[str, Any]],
+    labels: dict[str, str] = LABELS,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ServiceMonitor or PodMonitor: `labels` and those that make the Prometheus select it, every endpoint
+    scraped at the stack's interval (`spec`: the kind's other fields, e.g. namespaceSelector, jobLabel)."""
+    scraped = [{**endpoint, "interval": config.monitoring.scrape_interval} for endpoint in endpoints]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {**labels, **config.monitoring.prometheus.selector_labels}},
+        "spec": {**spec, "selector": selector, "endpoints" if kind == "ServiceMonitor" else "podMetricsEndpoints": scraped},
+    }
 
 
 def soperator_exporter_monitor(config: PlatformConfig, exporter: Selector) -> dict[str, Any]:
     namespace = config.cluster.namespace
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "PodMonitor",
-        "metadata": metadata(config, f"{config.cluster.name}-soperator-exporter", namespace),
-        "spec": {
-            "selector": exporter,
-            "namespaceSelector": {"matchNames": [namespace]},
-            "podMetricsEndpoints": [{"port": SOPERATOR_EXPORTER_PORT_NAME, "path": "/metrics", "interval": config.monitoring.scrape_interval}],
-        },
-    }
+    endpoints = [{"port": SOPERATOR_EXPORTER_PORT_NAME, "path": "/metrics"}]
+    name = f"{config.cluster.name}-soperator-exporter"
+    return monitor(config, "PodMonitor", name, namespace, exporter, endpoints, namespaceSelector={"matchNames": [namespace]})
 
 
 def kueue_monitor(config: PlatformConfig) -> dict[str, Any]:
     namespace = config.operators.kueue.namespace
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ServiceMonitor",
-        "metadata": metadata(config, "kueue-controller-manager", namespace),
-        "spec": {
-            "selector": {"matchLabels": KUEUE_METRICS_SERVICE},
-            "namespaceSelector": {"matchNames": [namespace]},
-            "endpoints": [
-                {
-                    "port": "https",
-                    "scheme": "https",
-                    "path": "/metrics",
-                    "interval": config.monitoring.scrape_interval,
-                    "bearerTokenFile": SERVICE_ACCOUNT_TOKEN,
-                    # Kueue serves its metrics with a self-signed certificate of its own cert rotator.
-                    "tlsConfig": {"insecureSkipVerify": True},
-                }
-            ],
-        },
+    endpoint = {
+        "port": "https",
+        "scheme": "https",
+        "path": "/metrics",
+        "bearerTokenFile": SERVICE_ACCOUNT_TOKEN,
+        # Kueue serves its metrics with a self-signed certificate of its own cert rotator.
+        "tlsConfig": {"insecureSkipVerify": True},
     }
+    selector = {"matchLabels": KUEUE_METRICS_SERVICE}
+    return monitor(
+        config, "ServiceMonitor", "kueue-controller-manager", namespace, selector, [endpoint], namespaceSelector={"matchNames": [namespace]}
+    )
 
 
 def database_exporter(database: Selector) -> Selector:
@@ -90,24 +90,9 @@ def database_monitor(config: PlatformConfig, database: Selector) -> dict[str, An
     one database pod, `<database>-0` behind `<database>-internal`, as `target`."""
     name = database["matchLabels"]["app.kubernetes.io/instance"]
     namespace = config.cluster.namespace
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ServiceMonitor",
-        "metadata": metadata(config, f"{name}-metrics", namespace),
-        "spec": {
-            "selector": database_exporter(database),
-            "namespaceSelector": {"matchNames": [namespace]},
-            "endpoints": [
-                {
-                    "port": "metrics",
-                    "path": "/probe",
-                    "scheme": "http",
-                    "params": {"target": [f"{name}-0.{name}-internal:{MARIADB_PORT}"]},
-                    "interval": config.monitoring.scrape_interval,
-                }
-            ],
-        },
-    }
+    endpoint = {"port": "metrics", "path": "/probe", "scheme": "http", "params": {"target": [f"{name}-0.{name}-internal:{MARIADB_PORT}"]}}
+    selector = database_exporter(database)
+    return monitor(config, "ServiceMonitor", f"{name}-metrics", namespace, selector, [endpoint], namespaceSelector={"matchNames": [namespace]})
 
 
 def render(config: PlatformConfig) -> list[dict[str, Any]]:
