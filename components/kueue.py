@@ -155,17 +155,20 @@ def render(config: PlatformConfig) -> list[Rendered]:
 
 
 class Kueue(pulumi.ComponentResource):
-    """Declares `render(config)`: after the Kueue chart (its CRDs) and the tenants' namespaces."""
+    """Declares `render(config)`, after the Kueue chart (its CRDs: the component's `depends_on`). A LocalQueue
+    waits for its ClusterQueue and its tenant's namespace (`namespaces`, by tenant), a flavor for its topology."""
 
-    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: PlatformConfig, namespaces: dict[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:kueue:Kueue", name, None, opts)
         declared: dict[tuple[str, str], pulumi.Resource] = {}
         for rendered in render(config):
             manifest = rendered.manifest
-            # A flavor names its topology, a LocalQueue its ClusterQueue.
-            needs = {"ResourceFlavor": ("Topology", manifest["metadata"]["name"]), "LocalQueue": ("ClusterQueue", manifest["metadata"]["name"])}
-            after = declared.get(needs.get(manifest["kind"], ("", "")))
-            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=[after] if after else None))
-            declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
+            name_of = manifest["metadata"]["name"]
+            needs = {"ResourceFlavor": ("Topology", name_of), "LocalQueue": ("ClusterQueue", name_of)}
+            after = [declared[needs[manifest["kind"]]]] if manifest["kind"] in needs else []
+            if manifest["kind"] == "LocalQueue":
+                after.append(namespaces[manifest["metadata"]["namespace"]])
+            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=after or None))
+            declared[(manifest["kind"], name_of)] = resource
         self.queues = pulumi.Output.from_input({t.name: t.name if t.namespace else None for t in config.tenants})
         self.register_outputs({"queues": self.queues})

@@ -222,16 +222,14 @@ def unknown_cni_warning(config: PlatformConfig) -> Optional[str]:
 
 
 class NetworkPolicies(pulumi.ComponentResource):
-    """Declares `render(config)`. A tenant namespace's policies wait for `tenants`, which declares the namespace."""
+    """Declares `render(config)`. A policy waits for its namespace where the stack declares it (`namespaces`, by name)."""
 
-    def __init__(self, name: str, config: PlatformConfig, tenants: Optional[pulumi.Resource] = None, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: PlatformConfig, namespaces: dict[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:network_policies:NetworkPolicies", name, None, opts)
         warn(unknown_cni_warning(config))
-        owned = set(tenant_namespace_names(config))
         self.names: list[str] = []
         for rendered in render(config):
-            in_tenant_namespace = rendered.manifest["metadata"]["namespace"] in owned
-            waits_for = [tenants] if in_tenant_namespace and tenants is not None else None
-            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=waits_for))
+            namespace = namespaces.get(rendered.manifest["metadata"]["namespace"])
+            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=[namespace] if namespace else None))
             self.names.append(f"{rendered.manifest['metadata']['namespace']}/{rendered.manifest['metadata']['name']}")
         self.register_outputs({"networkPolicies": self.names})

@@ -347,7 +347,8 @@ class Operators(pulumi.ComponentResource):
         self.charts = {}
         releases = chart_releases(config)
         self.crd_providers = crd_providers(releases)
-        namespaces = {
+        # The charts' namespaces the stack creates, by name: what else lives there waits for its own.
+        self.namespaces: dict[str, pulumi.Resource] = {
             namespace: k8s.core.v1.Namespace(
                 f"{name}-{namespace}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace), opts=child_opts(self, opts)
             )
@@ -357,7 +358,7 @@ class Operators(pulumi.ComponentResource):
         named, priority_objects = operator_priority(config, releases)
         priority = [declare(f"{name}-{role}", manifest, child_opts(self, opts)) for role, manifest in priority_objects]
         for release in releases:
-            own_namespace = [namespaces[release.namespace]] if release.namespace in namespaces else []
+            own_namespace = [self.namespaces[release.namespace]] if release.namespace in self.namespaces else []
             waits_for = [*own_namespace, *(priority if release.key in named else []), *(self.charts[key] for key in release.depends_on)]
             self.charts[release.key] = k8s.helm.v4.Chart(
                 f"{name}-{release.key}",

@@ -119,36 +119,29 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         if config.ldap.enabled
         else None
     )
-    tenants = (
-        Tenants("tenants", config, opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[slurm])))
-        if config.tenants
-        else None
-    )
+    # From here on each object waits for exactly what must exist first (its namespace, the CRDs of its kind, the
+    # Slurm cluster where it is a client), never for a whole component or a list that grows with the tenants: the
+    # SDK checks every declared dependency for a cycle, so that would make a preview's cost grow with their square.
+    tenants = Tenants("tenants", config, slurm.running, opts=in_namespace) if config.tenants else None
+    namespaces = {**operators.namespaces, **(tenants.namespaces if tenants else {})}
     kueue = (
         Kueue(
             "kueue",
             config,
+            namespaces,
             opts=pulumi.ResourceOptions.merge(
-                in_namespace,
-                pulumi.ResourceOptions(
-                    depends_on=[*operators.waits_for_crds(r.manifest for r in kueue_objects(config)), *([tenants] if tenants else [])]
-                ),
+                in_namespace, pulumi.ResourceOptions(depends_on=operators.waits_for_crds(r.manifest for r in kueue_objects(config)))
             ),
         )
         if config.operators.kueue.enabled
         else None
     )
     if config.network_policies.enabled:
-        NetworkPolicies("network-policies", config, tenants, opts=in_namespace)
-    # After what it scrapes; its monitors and rules after the Prometheus Operator's CRDs (the chart's, when it installs them).
+        NetworkPolicies("network-policies", config, namespaces, opts=in_namespace)
+    # Its monitors and rules after the Prometheus Operator's CRDs (the chart's, when it installs them).
     monitored = [monitor for monitor in monitoring_objects(config) if monitor["kind"] in PROMETHEUS_KINDS]
     monitoring = (
-        Monitoring(
-            "monitoring",
-            config,
-            operators.waits_for_crds(monitored),
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[slurm, *(c for c in (tenants, kueue) if c)])),
-        )
+        Monitoring("monitoring", config, operators.waits_for_crds(monitored), slurm.running, namespaces, opts=in_namespace)
         if config.monitoring.enabled
         else None
     )

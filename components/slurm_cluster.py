@@ -68,6 +68,9 @@ class SlurmCluster(pulumi.ComponentResource):
         self.priority_classes = [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in classes]
         first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)] + self.priority_classes
         declared: dict[str, pulumi.Resource] = {}
+        # The custom resources the operator runs Slurm from: a Slurm client (the tenants' Job, the exporter) waits for
+        # these alone, which wait for the keys, config and classes they name.
+        self.running: list[pulumi.Resource] = []
         live: list[LiveCustomResource] = []
         reporting: list[tuple[LiveCustomResource, Rendered]] = []
         readiness: list[tuple[LiveCustomResource, ReadyWhen]] = []
@@ -75,6 +78,8 @@ class SlurmCluster(pulumi.ComponentResource):
             if r.manifest["kind"] != "PriorityClass":
                 resource = self._declare(name, config, r, first, live, opts)
                 declared[r.manifest["metadata"]["name"]] = resource
+                if (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS:
+                    self.running.append(resource)
                 if isinstance(resource, LiveCustomResource):
                     live.append(resource)
                     if r.live_status:

@@ -189,7 +189,7 @@ def test_a_pool_shared_by_slurm_and_kueue_must_label_its_kueue_nodes():
     assert flavor["spec"]["nodeLabels"] == {"worker.fptcloud/pool": "kueue-h100"}
 
 
-def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():
+def test_the_objects_wait_for_the_kueue_chart_and_a_local_queue_for_its_namespace():
     run = run_stack(STACK)
     chart = run.named(f"operators-{KUEUE}")
     assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue" and chart.inputs["version"] == "0.19.2"
@@ -197,7 +197,9 @@ def test_the_objects_wait_for_the_kueue_chart_and_the_tenants_namespaces():
     assert len(objects) == 7  # a topology, a flavor, three priority classes, vision's two queues
     namespace = run.named("tenants-vision-namespace")
     for resource in objects:
-        assert chart.urn in resource.dependencies and namespace.urn in resource.dependencies, resource.name
+        # Only the LocalQueue lives in the tenant's namespace; nothing waits for every tenant's.
+        assert chart.urn in resource.dependencies, resource.name
+        assert (namespace.urn in resource.dependencies) is resource.type.endswith(":LocalQueue"), resource.name
     assert run.named("kueue-vision-cluster-queue").urn in run.named("kueue-vision-local-queue").dependencies
     assert run.named("kueue-h100-topology").urn in run.named("kueue-h100-flavor").dependencies
     assert run.outputs["kueueQueues"] == {"llm": None, "vision": "vision", "speech": None}

@@ -262,19 +262,27 @@ def hanoi():
     return run_stack(SOPERATOR_1)
 
 
-def test_monitors_wait_for_the_chart_installing_their_crds_and_the_cluster_they_scrape(hanoi):
+def test_each_monitoring_object_waits_for_exactly_what_it_needs(hanoi):
     chart = hanoi.named(f"operators-{PROMETHEUS_STACK}")
     assert chart.inputs["chart"] == "kube-prometheus-stack" and chart.inputs["version"] == "88.5.3"
     assert chart.inputs["repositoryOpts"]["repo"] == "https://prometheus-community.github.io/helm-charts"
     declared = [r for r in hanoi.resources if r.name.startswith("monitoring-")]
     kinds = {r.inputs["kind"] if "kind" in r.inputs else r.type.rsplit(":", 1)[-1] for r in declared}
-    assert {"PodMonitor", "NetworkPolicy"} <= kinds
-    # Waiting for a component is waiting for its children: the Slurm cluster's.
-    slurm = {r.urn for r in hanoi.resources if r.parent == hanoi.named("slurm").urn}
+    assert {"PodMonitor", "NetworkPolicy", "Deployment"} <= kinds
+    cluster = hanoi.named("slurm-cluster").urn  # the SlurmCluster custom resource running the daemons
+    prometheus_namespace = hanoi.named("operators-monitoring-ns").urn
+    slurm_children = {r.urn for r in hanoi.resources if r.parent == hanoi.named("slurm").urn}
     for resource in declared:
-        assert slurm & set(resource.dependencies), resource.name
-        if resource.type.startswith("kubernetes:monitoring.coreos.com/"):
-            assert chart.urn in resource.dependencies, resource.name
+        kind = resource.type.rsplit(":", 1)[-1]
+        waits = set(resource.dependencies)
+        # The Slurm clients wait for the cluster they query and their script; nothing else waits for any of the cluster.
+        assert (cluster in waits) is (kind in ("Deployment", "CronJob")), resource.name
+        assert not (slurm_children - {cluster}) & waits, resource.name
+        if kind in ("Deployment", "CronJob"):
+            script = hanoi.named(f"monitoring-configmap-fpt-hpc-{resource.inputs['metadata']['name']}")
+            assert script.urn in waits, resource.name
+        assert (chart.urn in waits) is resource.type.startswith("kubernetes:monitoring.coreos.com/"), resource.name
+        assert (prometheus_namespace in waits) is (resource.inputs["metadata"].get("namespace") == "monitoring"), resource.name
     assert hanoi.outputs["monitoring"] == {"namespace": "monitoring", "installed": True}
 
 

@@ -14,6 +14,8 @@ from . import dashboards, exporter, monitors, network, report, rules
 
 # The Prometheus Operator's kinds: they wait for its CRDs.
 PROMETHEUS_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule"})
+# Its workloads, each a Slurm client running the script in the ConfigMap of its own name.
+WORKLOADS = frozenset({"Deployment", "CronJob"})
 
 
 PARTS: tuple[Callable[[PlatformConfig], list[dict[str, Any]]], ...] = (
@@ -38,14 +40,32 @@ def role(manifest: dict[str, Any]) -> str:
 
 
 class Monitoring(pulumi.ComponentResource):
-    """Declares `render(config)`: the monitors and rules after the CRDs of their kinds (`crds`: the release
-    that installs them, none when the cluster's own Prometheus Operator does), the rest after what it scrapes."""
+    """Declares `render(config)`, each object after exactly what it needs: the namespace it lives in where the stack
+    declares it (`namespaces`, by name); the monitors and rules after the CRDs of their kinds (`crds`: the release
+    that installs them, none when the cluster's own Prometheus Operator does); the workloads (the Slurm exporter,
+    the report) after their script's ConfigMap and `slurm`, the custom resources running the daemons they query."""
 
-    def __init__(self, name: str, config: PlatformConfig, crds: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(
+        self,
+        name: str,
+        config: PlatformConfig,
+        crds: list[pulumi.Resource],
+        slurm: list[pulumi.Resource],
+        namespaces: dict[str, pulumi.Resource],
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ):
         super().__init__("slurm-platform:monitoring:Monitoring", name, None, opts)
+        declared: dict[tuple[str, str, str], pulumi.Resource] = {}
         for manifest in render(config):
-            waits_for = crds if manifest["kind"] in PROMETHEUS_KINDS else None
-            declare(f"{name}-{role(manifest)}", manifest, child_opts(self, opts, depends_on=waits_for))
+            kind, namespace, object_name = manifest["kind"], manifest["metadata"].get("namespace", ""), manifest["metadata"]["name"]
+            waits_for = [namespaces[namespace]] if namespace in namespaces else []
+            if kind in PROMETHEUS_KINDS:
+                waits_for += crds
+            if kind in WORKLOADS:
+                waits_for += [declared[("ConfigMap", namespace, object_name)], *slurm]
+            declared[(kind, namespace, object_name)] = declare(
+                f"{name}-{role(manifest)}", manifest, child_opts(self, opts, depends_on=waits_for or None)
+            )
         prometheus = config.monitoring.prometheus
         self.summary = pulumi.Output.from_input({"namespace": prometheus.namespace, "installed": prometheus.install})
         self.register_outputs({"summary": self.summary})
