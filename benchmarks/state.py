@@ -4,12 +4,17 @@ per resource, largest first. Each type's bytes are split by part (`parts`): what
 (inputs, the stack trace), what pulumi-kubernetes keeps (the live object as the API server returned it,
 its managedFields, and `__inputs`, its own copy of the inputs), and the rest. Prints figures; asserts nothing.
 
-    .venv/bin/python benchmarks/state.py [--sizes reference,medium,large] [--top 15] [--save DIR]
+kwok's nodes report no images; a real node's status lists every image it holds. With `--node-images N`
+(60 by default) every node is given N such entries before the up, so that what a NodePatch keeps of its
+Node is what it would keep on a real cluster.
+
+    .venv/bin/python benchmarks/state.py [--sizes reference,medium,large] [--top 15] [--node-images N] [--save DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -19,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.kube import SIZES, fresh_cluster, sized_stack  # noqa: E402
-from tests.kube import kwok_workspace  # noqa: E402
+from tests.kube import LocalCluster, kwok_workspace  # noqa: E402
 
 PARTS = ("inputs", "outputs", "managedFields", "__inputs", "stackTrace", "rest")
 
@@ -76,32 +81,51 @@ def report(label: str, export: dict, top: int) -> None:
         print(f"  {size(resource) / 1e3:>9,.1f} kB  {resource['urn'].rsplit('::', 1)[1]} ({resource['type']})")
 
 
-def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: int, top: int, save: Path | None) -> None:
+def node_images(count: int) -> list[dict]:
+    """`count` entries of a Node's status.images as a kubelet reports them: the image by digest and by tag, its size."""
+    images = []
+    for index in range(count):
+        repository = f"nvcr.io/nvidia/cloud-native/image-{index:02d}"
+        digest = hashlib.sha256(repository.encode()).hexdigest()
+        images.append({"names": [f"{repository}@sha256:{digest}", f"{repository}:v25.3.{index}"], "sizeBytes": 100_000_000 + index})
+    return images
+
+
+def give_images(cluster: LocalCluster, nodes: list[str], count: int) -> None:
+    patch = json.dumps({"status": {"images": node_images(count)}})
+    for node in nodes:
+        cluster.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+
+
+def measure(root: Path, label: str, submounts: int, pools: int, nodes_per_pool: int, top: int, images: int, save: Path | None) -> None:
     cluster = fresh_cluster(root / "kube")
     try:
         ws = kwok_workspace(root / "ws", cluster)
         stack = sized_stack(ws, label, submounts, pools, nodes_per_pool)
-        cluster.add_nodes(ws.project / f"Pulumi.{stack}.yaml")
+        nodes = cluster.add_nodes(ws.project / f"Pulumi.{stack}.yaml")
+        if images:
+            give_images(cluster, nodes, images)
         ws.pulumi("up", "--yes", "--skip-preview", stack=stack)
         export = json.loads(ws.pulumi("stack", "export", stack=stack).stdout)
     finally:
         cluster.stop()
     if save:
         (save / f"{label}.json").write_text(json.dumps(export, indent=2))
-    report(label, export, top)
+    report(f"{label} (nodes with {images} images)", export, top)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default=",".join(label for label, *_ in SIZES))
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--node-images", type=int, default=60, help="images in each node's status (0: kwok's none)")
     parser.add_argument("--save", type=Path, help="a folder to keep each export in, as <size>.json")
     args = parser.parse_args()
     chosen = args.sizes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         for label, submounts, pools, nodes_per_pool in SIZES:
             if label in chosen:
-                measure(Path(tmp) / label, label, submounts, pools, nodes_per_pool, args.top, args.save)
+                measure(Path(tmp) / label, label, submounts, pools, nodes_per_pool, args.top, args.node_images, args.save)
 
 
 if __name__ == "__main__":
