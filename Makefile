@@ -148,4 +148,5 @@ benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/monitoring_rules.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/state.py
 	$(PYTHON) benchmarks/preflight.py

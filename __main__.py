@@ -9,7 +9,9 @@ import pulumi
 
 from components.config import ConfigError, load_config
 from components.platform import build_platform
+from components.stack_traces import keep_program_frames
 
+keep_program_frames()
 try:
     # build_platform also refuses an operator move the live stack cannot make (operator_moves.py).
     outputs = build_platform(load_config())

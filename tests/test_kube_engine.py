@@ -75,6 +75,23 @@ def test_second_up_changes_nothing(ws):
     assert "Resources:" in result.stdout and "unchanged" in result.stdout
 
 
+def in_project(position: str) -> bool:
+    """A source position in the program's files, as the engine writes it: project:///<path>; a file outside
+    the project is project:///../<path>, one the SDK could not place is empty."""
+    return position.startswith("project:///") and not position.startswith("project:///..") and "/site-packages/" not in position
+
+
+def test_the_state_keeps_of_each_resource_only_the_programs_frames_of_its_stack_trace(ws):
+    # What the program registers (not the stack itself, registered before it runs, nor the children that
+    # the provider's Go code registers for a Chart) keeps its source position and the program's frames only.
+    declared = [r for r in state_resources(ws) if in_project(r.get("sourcePosition", ""))]
+    assert len(declared) > 40
+    for resource in declared:
+        first, *callers = [frame.get("sourcePosition", "") for frame in resource["stackTrace"]]
+        assert first == resource["sourcePosition"], resource["urn"]
+        assert callers and all(map(in_project, callers)), (resource["urn"], callers)
+
+
 def test_every_custom_resource_is_accepted_and_stored_by_the_api_server(ws, cluster):
     customs = [r for r in state_resources(ws) if r["type"] in CUSTOM_RESOURCE_TYPES]
     assert {r["type"] for r in customs} == set(CUSTOM_RESOURCE_TYPES)
