@@ -131,5 +131,6 @@ class MungeKey(pulumi.ComponentResource):
                 data={MUNGE_KEY_FIELD: secret_data(key.result)},
                 opts=secret_opts,
             )
+        self.secret = secret
         self.secret_name = secret.metadata.name
         self.register_outputs({"secretName": self.secret_name})

@@ -98,12 +98,12 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     slurm = SlurmCluster(
         "slurm",
         config,
-        opts=pulumi.ResourceOptions.merge(
-            in_namespace,
-            pulumi.ResourceOptions(
-                depends_on=[*operators.waits_for_crds(r.manifest for r in slurm_operator.render(config)), storage, *([munge] if munge else [])]
-            ),
-        ),
+        [
+            *operators.waits_for_crds(r.manifest for r in slurm_operator.render(config)),
+            *storage.claims.values(),
+            *([munge.secret] if munge else []),
+        ],
+        opts=in_namespace,
     )
     # After the Slurm cluster's priority class, which its pods name (nothing else of the cluster waits for it).
     ldap = (

@@ -23,6 +23,9 @@ from .munge import generated_key, secret_data
 from .slurm import KeySecret, ReadyWhen, Rendered, SlurmOperator, operator_module
 from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
 
+# The built-in kinds whose pods mount the claims and keys other components declare.
+WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job"})
+
 
 def warn_about_removed_workers(config: PlatformConfig, previous_workers: pulumi.Output[Any]) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
@@ -57,7 +60,9 @@ class SlurmCluster(pulumi.ComponentResource):
     unmet_conditions: pulumi.Output[list]
     service_names: pulumi.Output[dict]
 
-    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: PlatformConfig, needs: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
+        """`needs`: what the custom resources and the workloads (the objects that run pods, or whose operator does) need
+        first of other components: the releases installing the CRDs, the claims, the munge key."""
         super().__init__("slurm-platform:slurm_cluster:SlurmCluster", name, None, opts)
         module: SlurmOperator = operator_module(config)
         # Pods and custom resources name the key Secrets and the priority class: create those first.
@@ -76,7 +81,8 @@ class SlurmCluster(pulumi.ComponentResource):
         readiness: list[tuple[LiveCustomResource, ReadyWhen]] = []
         for r in rendered:
             if r.manifest["kind"] != "PriorityClass":
-                resource = self._declare(name, config, r, first, live, opts)
+                runs_pods = (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS or r.manifest["kind"] in WORKLOADS
+                resource = self._declare(name, config, r, [*first, *(needs if runs_pods else [])], live, opts)
                 declared[r.manifest["metadata"]["name"]] = resource
                 if (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS:
                     self.running.append(resource)

@@ -392,7 +392,7 @@ AVAILABLE = {"status": {"phase": "Available", "conditions": [{"type": "LoginAvai
 
 def slurm_run(config, live=None):
     def program():
-        slurm = SlurmCluster("slurm", config)
+        slurm = SlurmCluster("slurm", config, [])
         return {"ssh": slurm.ssh_command, "endpoint": slurm.login_endpoint, "phase": slurm.phase}
 
     return run_under_mocks(program, live=live)
@@ -467,7 +467,7 @@ def test_unmet_conditions_are_an_output():
     status = {"phase": "Not available", "conditions": [{"type": "LoginAvailable", "status": "Unknown", "message": "Reconciling Slurm Login"}]}
 
     def program():
-        return {"unmet": SlurmCluster("slurm", parse_config(stack_config("prod-hanoi"))).unmet_conditions}
+        return {"unmet": SlurmCluster("slurm", parse_config(stack_config("prod-hanoi")), []).unmet_conditions}
 
     assert run_under_mocks(program, live={SLURM_CLUSTER: {"status": status}}).outputs["unmet"] == ["LoginAvailable=Unknown: Reconciling Slurm Login"]
     assert run_under_mocks(program, live={SLURM_CLUSTER: AVAILABLE}).outputs["unmet"] == []
@@ -514,7 +514,7 @@ def test_slurm_ready_is_each_operators_own_answer_awaited_or_not(stack, kind, no
             ready = {"readyReplicas": pool.worker_replicas}
 
         def program(config=config):
-            slurm = SlurmCluster("slurm", config)
+            slurm = SlurmCluster("slurm", config, [])
             return {"ready": slurm.ready, "phase": slurm.phase}
 
         assert run_under_mocks(program, live={kind: {"status": not_ready}}).outputs == {"ready": False, "phase": phases[0]}
@@ -523,7 +523,7 @@ def test_slurm_ready_is_each_operators_own_answer_awaited_or_not(stack, kind, no
 
 def test_a_render_only_stack_has_no_readiness_to_report():
     def program():
-        return {"ready": SlurmCluster("slurm", parse_config(stack_config("local"))).ready}
+        return {"ready": SlurmCluster("slurm", parse_config(stack_config("local")), []).ready}
 
     assert run_under_mocks(program).outputs == {"ready": None}
 
@@ -534,7 +534,7 @@ def test_slinky_nodesets_are_awaited_until_every_worker_is_ready():
     nodeset_status = {"readyReplicas": 1, "conditions": [{"type": "ReservationCreated", "status": "False", "message": "gone"}]}
 
     def program():
-        slurm = SlurmCluster("slurm", config)
+        slurm = SlurmCluster("slurm", config, [])
         return {"phase": slurm.phase, "unmet": slurm.unmet_conditions}
 
     run = run_under_mocks(program, live={SLINKY_NODESET: {"status": nodeset_status}})
