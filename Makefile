@@ -149,3 +149,5 @@ benchmark: $(STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PYTHON) benchmarks/preflight.py
+	scripts/services-local.sh install
+	$(PYTHON) benchmarks/tenants_job.py
