@@ -24,6 +24,7 @@ from components.slurm import ack, common, manifest_of, operator_module, slinky, 
 from components.slurm.common import worker_anti_affinity
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
+from tests.scale import SIZES, scaled_config
 from tests.test_program import run_stack
 
 # ---------------------------------------------------------------------------
@@ -452,11 +453,30 @@ def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_featur
     for r in found:
         assert (
             f"retry scontrol create reservation ReservationName={r.name} StartTime=now EndTime=2100-01-01T00:00:00 NodeCnt=1 "
-            f"Features={r.feature} PartitionName={partition} Accounts={','.join(r.accounts)} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS"
+            f'Features={r.feature} PartitionName={partition} Accounts={r.accounts[0]},"$oppo" Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS'
         ) in script
+    # The oppo accounts every reservation is open to, named once.
+    assert f"\noppo={','.join(oppo)}\n" in script
     # Every reservation of ours that is not wanted goes; the wanted ones are checked.
     assert f"case $name in cells.{pool.name}.team-a | cells.{pool.name}.team-b) continue ;; esac" in script
     assert script.count("slurmctld does not hold: reservation") == 2
+
+
+# The API server refuses a ConfigMap whose data passes 1 MiB.
+CONFIG_MAP_LIMIT = 1024 * 1024
+
+
+def test_the_tenants_config_map_grows_linearly_and_fits_at_every_scale():
+    """Each reservation is open to every oppo account: named in each of its lines, they made the script
+    quadratic in the tenants (2.2 MB at 160 tenants, a ConfigMap the API server refuses)."""
+    per_tenant = {}
+    for tenants in SIZES:
+        config = parse_config(scaled_config(tenants))
+        data = tenancy.config_map(config, operator_module(config).accounting_client(config))["data"]
+        size = sum(len(key) + len(value.encode()) for key, value in data.items())
+        assert size < CONFIG_MAP_LIMIT, f"{tenants} tenants: {size} bytes"
+        per_tenant[tenants] = size / tenants
+    assert per_tenant[SIZES[-1]] < 1.1 * per_tenant[SIZES[1]], per_tenant
 
 
 @pytest.mark.parametrize(
