@@ -150,3 +150,5 @@ benchmark: $(STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/state.py
 	$(PYTHON) benchmarks/preflight.py
+	scripts/services-local.sh install
+	$(PYTHON) benchmarks/tenants_job.py

@@ -211,7 +211,7 @@ def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = Fa
 def reservations(config: PlatformConfig) -> list[Reservation]:
     """Per pool, a reservation for each tenant with nodes of its own in the placement of every cell."""
     module = operator_module(config)
-    oppo = [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
+    oppo = oppo_accounts(config)
     found = []
     for pool in config.gpu_pools:
         requests = cell_requests(config, pool)
@@ -233,10 +233,13 @@ NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service
 def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
     """Idempotent and exact: what slurmdbd holds is read once; each entity is added (with its
     settings) when absent and modified only where it differs, so a second run records no
-    transaction; then everything is read again and checked. Every per-cluster call names the
-    cluster (a shared slurmdbd has others); any sacctmgr error fails the Job."""
+    transaction; then everything is read again and checked. The changes go to one sacctmgr, a
+    command a line (each committed), not a sacctmgr per entity: at 160 tenants, 643 processes each
+    reading slurm.conf and authenticating. Every per-cluster command names the cluster (a shared
+    slurmdbd has others); any sacctmgr error fails the Job."""
     q = shlex.quote
-    cluster = q(config.cluster.name)
+    name = config.cluster.name  # within a sacctmgr command: a DNS label, no shell quoting
+    cluster = q(name)
     assoc_format = "format=Account,User,GrpTRES,QOS,DefaultQOS"
     lines = [
         "#!/bin/bash",
@@ -256,6 +259,11 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         "# has VAR LINE: that exact line; starts VAR PREFIX: a line starting so.",
         "has() { [[ $'\\n'${!1}$'\\n' == *$'\\n'\"$2\"$'\\n'* ]]; }",
         "starts() { [[ $'\\n'${!1} == *$'\\n'\"$2\"* ]]; }",
+        "# change COMMAND: one more sacctmgr command for `apply`, which runs them all and fails on any error.",
+        "changes=''",
+        "change() { changes+=$1$'\\n'; }",
+        # Not one empty line more (<<< adds one): sacctmgr takes it for a command and fails.
+        "apply() { [[ -z $changes ]] || sacctmgr -i <<<\"${changes%$'\\n'}\"; changes=''; }",
         "read_state",
         f"has clusters {cluster} || sacctmgr -i add cluster {cluster}",
         "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
@@ -266,10 +274,12 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         settings = f"Priority={QOS_PRIORITY[level]} " + ("PreemptMode=requeue" if level == "oppo" else "Preempt=oppo")
         want = q(f"{level}|{QOS_PRIORITY[level]}|" + ("|requeue" if level == "oppo" else "oppo|cluster"))
         lines += [
-            f"if ! starts qos '{level}|'; then sacctmgr -i add qos {level} {settings}",
-            f"elif ! has qos {want}; then sacctmgr -i modify qos where name={level} set {settings}; fi",
+            f"if ! starts qos '{level}|'; then change {q(f'add qos {level} {settings}')}",
+            f"elif ! has qos {want}; then change {q(f'modify qos where name={level} set {settings}')}; fi",
         ]
         wanted.append(f"has qos {want}")
+    # A sacctmgr reads the QOS once: the accounts naming them go to another.
+    lines.append("apply")
     for tenant in config.tenants:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
         if "oppo" in tenant.priorities:
@@ -282,19 +292,19 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             settings = f"QOS={','.join(qos)} DefaultQOS={default}"
             want = q(f"{account}||{shown}")
             lines += [
-                f"if ! starts assoc '{account}||'; then sacctmgr -i add account {account} Cluster={cluster} "
-                f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
-                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} set GrpTRES={limit} {settings}; fi",
+                f"if ! starts assoc '{account}||'; then change "
+                + q(f'add account {account} Cluster={name} Organization={tenant.name} Description="tenant {tenant.name}" GrpTRES={limit} {settings}'),
+                f"elif ! has assoc {want}; then change {q(f'modify account where name={account} cluster={name} set GrpTRES={limit} {settings}')}; fi",
             ]
             wanted.append(f"has assoc {want}")
             for user in tenant.user_names:
                 user_want = q(f"{account}|{user}||{','.join(sorted(qos))}|{default}")
                 lines += [
-                    f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
-                    f"elif ! has assoc {user_want}; then sacctmgr -i modify user where name={user} account={account} cluster={cluster} set {settings}; fi",
+                    f"if ! starts assoc '{account}|{user}|'; then change {q(f'add user {user} Account={account} Cluster={name} {settings}')}",
+                    f"elif ! has assoc {user_want}; then change {q(f'modify user where name={user} account={account} cluster={name} set {settings}')}; fi",
                 ]
                 wanted.append(f"has assoc {user_want}")
-    lines += ["# What slurmdbd holds now.", "read_state", "missing=0"]
+    lines += ["apply", "# What slurmdbd holds now.", "read_state", "missing=0"]
     lines += [f'{check} || {{ echo "slurmdbd does not hold: {check.split(" ", 2)[2]}" >&2; missing=1; }}' for check in wanted]
     lines += reservation_lines(config)
     lines.append("exit $missing")
@@ -304,9 +314,12 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
 def reservation_lines(config: PlatformConfig) -> list[str]:
     """The reservations made exact: ours that are no longer wanted deleted (or, while jobs run in
     them, no longer magnetic and purged once idle), smaller ones shrunk, then new ones created and
-    grown ones extended, so nodes are freed before they are asked for; then checked."""
+    grown ones extended, so nodes are freed before they are asked for; then checked. What slurmctld
+    holds is read once per phase into a table by name, not once per reservation, and the oppo
+    accounts every reservation is open to are named once: script and run grow linearly with the tenants."""
     q = shlex.quote
     wanted = reservations(config)
+    oppo = oppo_accounts(config)
     lines = [
         "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
         "retry() {",
@@ -316,16 +329,26 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
         f'    echo "retrying in {RESERVATION_RETRY_SECONDS} s: $* : $out"; sleep {RESERVATION_RETRY_SECONDS}',
         "  done",
         "}",
-        # Its line, or nothing (asked by name, scontrol fails on a missing one, as on any error).
-        "reservation() {",
-        "  local all",
-        "  all=$(scontrol -o show reservation) || return 1",
-        '  grep -F "ReservationName=$1 " <<<"$all" || [[ $? == 1 ]]',
+        "# Every reservation slurmctld holds, its line by its name: read again after each phase of changes.",
+        "declare -A held",
+        "read_reservations() {",
+        "  local all line name",
+        "  all=$(scontrol -o show reservation)",
+        "  held=()",
+        "  while IFS= read -r line; do",
+        '    name=${line#ReservationName=}; [[ $name == "$line" ]] || held[${name%% *}]=$line',
+        '  done <<<"$all"',
         "}",
-        'gone() { scontrol delete ReservationName="$1" || [[ -z $(reservation "$1") ]]; }',
-        'field() { sed -n "s/.* $2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }',
+        "# is NAME KEY VALUE: slurmctld holds reservation NAME with KEY=VALUE; larger NAME N: with more than N nodes.",
+        'is() { [[ "${held[$1]-} " == *" $2=$3 "* ]]; }',
+        "larger() { [[ ${held[$1]-} =~ \\ NodeCnt=([0-9]+) ]] && (( BASH_REMATCH[1] > $2 )); }",
+        'gone() { scontrol delete ReservationName="$1" || { read_reservations && [[ -z ${held[$1]-} ]]; }; }',
+        "# Every oppo account: each reservation is open to its tenant's account and these.",
+        f"oppo={q(','.join(oppo))}",
         "retry scontrol -o show reservation",
-        f"for name in $(scontrol -o show reservation | sed -n 's/^ReservationName=\\({RESERVATION_PREFIX.replace('.', '[.]')}[^ ]*\\) .*/\\1/p'); do",
+        "read_reservations",
+        'for name in "${!held[@]}"; do',
+        f"  [[ $name == {q(RESERVATION_PREFIX)}* ]] || continue",
         f"  case $name in {' | '.join(q(r.name) for r in wanted) or q('')}) continue ;; esac",
         '  if ! scontrol delete ReservationName="$name" 2>/dev/null; then',
         "    # Jobs still run in it: no new ones go there, and Slurm deletes it a minute after the last (should this Job give up first).",
@@ -335,28 +358,40 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
         "done",
     ]
     for r in wanted:
-        lines.append(
-            f'line=$(reservation {q(r.name)}); [[ -z $line ]] || (( $(field "$line" NodeCnt) <= {r.nodes} )) || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}'
-        )
+        lines.append(f"if larger {q(r.name)} {r.nodes}; then retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}; fi")
+    lines.append("read_reservations")
     for r in wanted:
         where = (f" Features={q(r.feature)}" if r.feature else "") + (f" PartitionName={q(r.partition)}" if r.partition else "")
-        accounts = q(",".join(r.accounts))
+        accounts = reservation_accounts(r, oppo)
         lines += [
-            f"line=$(reservation {q(r.name)})",
-            "if [[ -z $line ]]; then",
+            f"if [[ -z ${{held[{q(r.name)}]-}} ]]; then",
             f"  retry scontrol create reservation ReservationName={q(r.name)} StartTime=now EndTime={RESERVATION_END} NodeCnt={r.nodes}{where} "
             f"Accounts={accounts} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS",
             "else",
-            f'  [[ $(field "$line" Accounts) == {accounts} ]] || retry scontrol update ReservationName={q(r.name)} Accounts={accounts}',
-            f'  [[ $(field "$line" NodeCnt) == {r.nodes} ]] || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}',
+            f"  is {q(r.name)} Accounts {accounts} || retry scontrol update ReservationName={q(r.name)} Accounts={accounts}",
+            f"  is {q(r.name)} NodeCnt {r.nodes} || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}",
             "fi",
         ]
+    lines.append("read_reservations")
     for r in wanted:
+        accounts = reservation_accounts(r, oppo)
         lines.append(
-            f'line=$(reservation {q(r.name)}); [[ $(field "$line" NodeCnt) == {r.nodes} && $(field "$line" Accounts) == {q(",".join(r.accounts))} ]] '
-            f'|| {{ echo "slurmctld does not hold: reservation {r.name} of {r.nodes} nodes for {",".join(r.accounts)}" >&2; missing=1; }}'
+            f"is {q(r.name)} NodeCnt {r.nodes} && is {q(r.name)} Accounts {accounts} "
+            f'|| {{ echo "slurmctld does not hold: reservation {r.name} of {r.nodes} nodes for "{accounts} >&2; missing=1; }}'
         )
     return lines
+
+
+def oppo_accounts(config: PlatformConfig) -> tuple[str, ...]:
+    """Every tenant's oppo account: opportunistic work may borrow any idle GPU, reserved ones too."""
+    return tuple(t.oppo_account for t in config.tenants if "oppo" in t.priorities)
+
+
+def reservation_accounts(reservation: Reservation, oppo: tuple[str, ...]) -> str:
+    """A reservation's Accounts= as one shell word: its tenant's account, then `$oppo` (each named once in the script)."""
+    tenant, *others = reservation.accounts
+    assert tuple(others) == oppo, f"{reservation.name} is open to {others}, not every oppo account"
+    return shlex.quote(tenant) + (',"$oppo"' if oppo else "")
 
 
 def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:

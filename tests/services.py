@@ -601,7 +601,13 @@ def nvidia_devices(lab: Lab, count: int) -> None:
 
 
 def run_pod_script(
-    lab: Lab, name: str, files: Mapping[str, str], hosts: Iterable[str], key: Optional[bytes] = None, script: Optional[str] = None
+    lab: Lab,
+    name: str,
+    files: Mapping[str, str],
+    hosts: Iterable[str],
+    key: Optional[bytes] = None,
+    script: Optional[str] = None,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess:
     """A pod's script (the ConfigMap's `script`, the tenants Job's by default) the way its container sees the world,
     on this machine: a private mount namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
@@ -631,7 +637,7 @@ def run_pod_script(
     mounts = [f"mkdir -p {lab.fs}{target} && mount --bind {source} {lab.fs}{target}" for target, source in binds.items()]
     mounts.append(f"mount --bind {hosts_file} {lab.fs}/etc/hosts")
     command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{script or SCRIPT}"
-    return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=120)
+    return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=timeout)
 
 
 def lab_node_shape(lab: SlurmLab, node: str, gpus: int, shape: Optional[tuple[int, int]] = None) -> str:
@@ -837,10 +843,13 @@ class OperatorLab(SlurmLab):
 
 
 @contextlib.contextmanager
-def operator_lab(operator: str, config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str], release: str) -> Iterator[OperatorLab]:
+def operator_lab(
+    operator: str, config: Any, nodes: Mapping[str, tuple[str, int]], users: Iterable[str], release: str, slurmd: bool = True
+) -> Iterator[OperatorLab]:
     """munged, MariaDB, slurmdbd, slurmctld on `config`'s slurm.conf as `operator` renders it and a slurmd per
     fake node (`nodes`: name -> (pool, GPUs)), all idle, of Slurm `release`'s generation; `users` exist in the
-    lab. The host's /etc is checked unchanged after."""
+    lab. Without `slurmd`, one slurmd answers slurmctld for every node (`one_slurmd`): room for reservations
+    at a size no machine runs a slurmd per node for. The host's /etc is checked unchanged after."""
     require_packages()
     etc_before = etc_digest()
     # Not under pytest's 0700 temporary directory: munged (user munge) checks every parent of its files.
@@ -853,20 +862,18 @@ def operator_lab(operator: str, config: Any, nodes: Mapping[str, tuple[str, int]
             lab.add_user(user, 10000 + number, 10000 + number)
         lab.munged(b"m" * 1024)
         lab.mariadb()
-        files = lab.files(config, nodes)
+        if not slurmd:
+            # One port for every node: the one slurmd there answers slurmctld for all of them.
+            lab.node_ports.update(dict.fromkeys(nodes, free_port()))
+        files = lab.files(config, nodes) if slurmd else one_slurmd(lab.files(config, nodes))
         if files.auth == "auth/slurm":
             lab.slurm_key()
         lab.slurmdbd(files.slurm_user, auth=files.auth, extra=files.slurmdbd_lines)
         lab.ctld = lab.slurmctld(files.slurm_conf, files.gres_conf, files.beside)
-        for node in nodes:
-            lab.slurmd(node, conf=files.dynamic.get(node))
-        try:
-            wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
-        except AssertionError as error:
-            # Once in five full runs the nodes were not all idle after 60 s: say which, and what their slurmd logged.
-            states = lab.run("sinfo", "-h", "-N", "-o", "%N %T %E").stdout
-            slurmd_logs = "\n".join(f"{path.name}:\n{path.read_text(errors='replace')[-1500:]}" for path in sorted(lab.logs.glob("slurmd-*")))
-            raise AssertionError(f"{error}\nsinfo:\n{states}\n{slurmd_logs}\nslurmctld:\n{lab.log('slurmctld')[-3000:]}") from None
+        if slurmd:
+            start_slurmds(lab, files, nodes)
+        else:
+            lab.slurmd(next(iter(nodes)))
         lab.config = config
         lab.etc_before = etc_before
         yield lab
@@ -877,6 +884,27 @@ def operator_lab(operator: str, config: Any, nodes: Mapping[str, tuple[str, int]
         shutil.rmtree(root)
     # Users, hosts, Slurm and munge config all lived in the lab's namespace: the host's /etc is as it was.
     assert etc_digest() == etc_before
+
+
+def one_slurmd(files: ClusterFiles) -> ClusterFiles:
+    """The cluster's static nodes IDLE from the start and never pinged (SlurmdTimeout=0), all on the port of one
+    slurmd that answers slurmctld's registration request for each: slurmctld counts them available (a
+    reservation takes only available nodes; a node whose slurmd does not answer, or that never registers, is not)."""
+    conf = re.sub(r"^(NodeName=\S+ .*) State=UNKNOWN$", r"\1 State=IDLE", files.slurm_conf, flags=re.MULTILINE)
+    return dataclasses.replace(files, slurm_conf=conf + "SlurmdTimeout=0\n")
+
+
+def start_slurmds(lab: OperatorLab, files: ClusterFiles, nodes: Mapping[str, tuple[str, int]]) -> None:
+    """A slurmd per fake node, waited for until every one is idle."""
+    for node in nodes:
+        lab.slurmd(node, conf=files.dynamic.get(node))
+    try:
+        wait_for(lambda: lab.run("sinfo", "-h", "-N", "-o", "%T").stdout.split() == ["idle"] * len(nodes), "every fake GPU node idle", 60)
+    except AssertionError as error:
+        # Once in five full runs the nodes were not all idle after 60 s: say which, and what their slurmd logged.
+        states = lab.run("sinfo", "-h", "-N", "-o", "%N %T %E").stdout
+        slurmd_logs = "\n".join(f"{path.name}:\n{path.read_text(errors='replace')[-1500:]}" for path in sorted(lab.logs.glob("slurmd-*")))
+        raise AssertionError(f"{error}\nsinfo:\n{states}\n{slurmd_logs}\nslurmctld:\n{lab.log('slurmctld')[-3000:]}") from None
 
 
 def reservation_fields(line: str) -> dict[str, str]:
@@ -894,7 +922,13 @@ def tenants_job(lab: SlurmLab, config: Any, name: str, conf_edit: Callable[[str]
 
 
 def slurm_client_pod(
-    lab: SlurmLab, config: Any, name: str, data: dict[str, str], script: Optional[str] = None, conf_edit: Callable[[str], str] = lambda text: text
+    lab: SlurmLab,
+    config: Any,
+    name: str,
+    data: dict[str, str],
+    script: Optional[str] = None,
+    conf_edit: Callable[[str], str] = lambda text: text,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess:
     """A Slurm client pod's script (components/slurm/client.py) from its ConfigMap's `data`, against the lab's slurmdbd and slurmctld."""
     from components.slurm import operator_module
@@ -903,7 +937,7 @@ def slurm_client_pod(
     conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
     data = {**data, "slurm.conf": conf_edit(conf + f"SlurmctldPort={lab.ctld_port}\n")}
     key = SLURM_KEY.encode() if client.auth == "auth/slurm" else (lab.root / "munge" / "munge.key").read_bytes()
-    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key, script=script)
+    return run_pod_script(lab, name, data, [client.slurmdbd_host], key=None if client.munge_image else key, script=script, timeout=timeout)
 
 
 # --- OpenLDAP ----------------------------------------------------------------------

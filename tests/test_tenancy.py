@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from collections import Counter
 from typing import Any
 
@@ -24,6 +25,7 @@ from components.slurm import ack, common, manifest_of, operator_module, slinky, 
 from components.slurm.common import worker_anti_affinity
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
+from tests.scale import SIZES, scaled_config
 from tests.test_program import run_stack
 
 # ---------------------------------------------------------------------------
@@ -337,6 +339,10 @@ def test_each_operator_carries_priority_and_preemption_settings_its_own_way(oper
         assert manifest_errors(manifest) == [], manifest["kind"]
 
 
+# team-a's guaranteed account as the script adds it (cluster, GPUs per node).
+ACCOUNT_A = "'add account team-a Cluster={} Organization=team-a Description=\"tenant team-a\" GrpTRES=gres/gpu={} QOS=prod,test DefaultQOS=test'"
+
+
 def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     stack = OPERATOR_STACKS["soperator 4.1.7"]
     config = with_tenants(*two_teams(stack), stack=stack)
@@ -345,30 +351,29 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
     lines = script.splitlines()
     # The ladder, with oppo defined before the levels that preempt it.
-    assert lines.index("if ! starts qos 'oppo|'; then sacctmgr -i add qos oppo Priority=0 PreemptMode=requeue") < lines.index(
-        "if ! starts qos 'prod|'; then sacctmgr -i add qos prod Priority=100 Preempt=oppo"
+    assert lines.index("if ! starts qos 'oppo|'; then change 'add qos oppo Priority=0 PreemptMode=requeue'") < lines.index(
+        "if ! starts qos 'prod|'; then change 'add qos prod Priority=100 Preempt=oppo'"
     )
-    assert "elif ! has qos 'test|10|oppo|cluster'; then sacctmgr -i modify qos where name=test set Priority=10 Preempt=oppo; fi" in lines
+    assert "elif ! has qos 'test|10|oppo|cluster'; then change 'modify qos where name=test set Priority=10 Preempt=oppo'; fi" in lines
+    # The changes go to one sacctmgr for the QOS (it reads them once), then one for the accounts and users.
+    applied = [i for i, line in enumerate(lines) if line == "apply"]
+    assert len(applied) == 2 and applied[0] < lines.index("if ! starts assoc 'team-a||'; then change " + ACCOUNT_A.format(cluster, gpus)) < applied[1]
     # team-a: guaranteed account prod+test, oppo account without cap; added with its settings, modified only when it differs.
     assert (
-        f"if ! starts assoc 'team-a||'; then sacctmgr -i add account team-a Cluster={cluster} Organization=team-a "
-        f"Description='tenant team-a' GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
-    )
-    assert (
-        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a cluster={cluster} "
-        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
+        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then change 'modify account where name=team-a cluster={cluster} "
+        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test'; fi" in lines
     )
     assert "has assoc 'team-a-oppo|||oppo|oppo' || { echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }" in lines
     for user in ("alice", "bob"):
         for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
-            assert f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
+            assert f"if ! starts assoc '{account}|{user}|'; then change 'add user {user} Account={account} Cluster={cluster} QOS={qos}'" in lines
     # team-b: test only inside its guarantee, oppo capped at 4.
     assert (
-        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then sacctmgr -i modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo; fi"
+        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then change 'modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo'; fi"
         in lines
     )
     assert (
-        f"elif ! has assoc 'team-b|carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
+        f"elif ! has assoc 'team-b|carol||test|test'; then change 'modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test'; fi"
         in lines
     )
     assert "set -euo pipefail" in lines and lines[-1] == "exit $missing"
@@ -397,7 +402,9 @@ def test_every_per_cluster_sacctmgr_call_names_the_cluster(stack):
     # A shared slurmdbd serves other clusters: accounts and users land on ours only. QOS are global in slurmdbd.
     config = with_tenants(*two_teams(stack), stack=stack)
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
-    calls = [call for line in script.splitlines() for call in line.split("sacctmgr ")[1:]]
+    # Each sacctmgr run, and each command handed to the batched one (`change`).
+    calls = [call for line in script.splitlines() if not line.startswith("#") for call in re.split(r"sacctmgr |change '", line)[1:]]
+    calls = [call for call in calls if not call.startswith("-i <<<")]
     per_cluster = [
         call for call in calls if " qos " not in f" {call}" and "qos format" not in call and "show cluster" not in call and "add cluster" not in call
     ]
@@ -452,11 +459,30 @@ def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_featur
     for r in found:
         assert (
             f"retry scontrol create reservation ReservationName={r.name} StartTime=now EndTime=2100-01-01T00:00:00 NodeCnt=1 "
-            f"Features={r.feature} PartitionName={partition} Accounts={','.join(r.accounts)} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS"
+            f'Features={r.feature} PartitionName={partition} Accounts={r.accounts[0]},"$oppo" Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS'
         ) in script
+    # The oppo accounts every reservation is open to, named once.
+    assert f"\noppo={','.join(oppo)}\n" in script
     # Every reservation of ours that is not wanted goes; the wanted ones are checked.
     assert f"case $name in cells.{pool.name}.team-a | cells.{pool.name}.team-b) continue ;; esac" in script
     assert script.count("slurmctld does not hold: reservation") == 2
+
+
+# The API server refuses a ConfigMap whose data passes 1 MiB.
+CONFIG_MAP_LIMIT = 1024 * 1024
+
+
+def test_the_tenants_config_map_grows_linearly_and_fits_at_every_scale():
+    """Each reservation is open to every oppo account: named in each of its lines, they made the script
+    quadratic in the tenants (2.2 MB at 160 tenants, a ConfigMap the API server refuses)."""
+    per_tenant = {}
+    for tenants in SIZES:
+        config = parse_config(scaled_config(tenants))
+        data = tenancy.config_map(config, operator_module(config).accounting_client(config))["data"]
+        size = sum(len(key) + len(value.encode()) for key, value in data.items())
+        assert size < CONFIG_MAP_LIMIT, f"{tenants} tenants: {size} bytes"
+        per_tenant[tenants] = size / tenants
+    assert per_tenant[SIZES[-1]] < 1.1 * per_tenant[SIZES[1]], per_tenant
 
 
 @pytest.mark.parametrize(
