@@ -149,3 +149,4 @@ benchmark: $(STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PYTHON) benchmarks/preflight.py
+	$(PYTHON) benchmarks/kueue_admission.py
