@@ -152,3 +152,4 @@ benchmark: $(STAMP) toolchain
 	$(PYTHON) benchmarks/preflight.py
 	scripts/services-local.sh install
 	$(PYTHON) benchmarks/tenants_job.py
+	$(PYTHON) benchmarks/kueue_admission.py

@@ -128,14 +128,17 @@ class LocalCluster:
         assert found is not None, f"{kind} {namespace}/{name} not found"
         return found
 
-    def apply(self, manifests: list[dict], force: bool = False) -> None:
+    def apply(self, manifests: list[dict], force: bool = False, timeout: float = 60) -> None:
         force_flag = ["--force-conflicts"] if force else []
-        self.kubectl("apply", "--server-side", *force_flag, "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests))
+        self.kubectl(
+            "apply", "--server-side", *force_flag, "--field-manager=kube-tests", "-f", "-", stdin=yaml.safe_dump_all(manifests), timeout=timeout
+        )
 
-    def add_nodes(self, stack: Path | PlatformConfig) -> list[str]:
-        """kwok nodes for the pools of a stack (its file, or its config); returns their names once every one is Ready."""
+    def add_nodes(self, stack: Path | PlatformConfig, timeout: float = 60) -> list[str]:
+        """kwok nodes for the pools of a stack (its file, or its config); returns their names once every one is Ready
+        (`timeout` s for each step: a thousand nodes take minutes)."""
         nodes = kwok_nodes(stack if isinstance(stack, PlatformConfig) else stack_config(stack))
-        self.apply(nodes)
+        self.apply(nodes, timeout=timeout)
         names = [node["metadata"]["name"] for node in nodes]
 
         def all_ready() -> bool:
@@ -147,7 +150,7 @@ class LocalCluster:
             }
             return set(names) <= ready
 
-        wait_until("every kwok node to be Ready", all_ready, timeout=60)
+        wait_until("every kwok node to be Ready", all_ready, timeout=timeout)
         return names
 
 

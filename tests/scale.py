@@ -3,7 +3,8 @@ tests that keep the program's cost linear in them (tests/test_scale.py).
 
 prod-hoalac's shape: soperator 4.1.7, LDAP, Kueue and monitoring on; the GPUs in POOLS pools of H100
 nodes; every tenant with its namespace, one user and one guaranteed 8-GPU Slurm cell; every
-KUEUE_EVERY-th tenant also one 8-GPU Kueue cell on the Kueue nodes of the first pool."""
+KUEUE_EVERY-th tenant (every `kueue_every`-th: 1 gives each tenant a ClusterQueue with quota, as
+benchmarks/kueue_admission.py needs) also one 8-GPU Kueue cell on the Kueue nodes of the first pool."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ KUEUE_NODES = 40  # of the first pool: room for 320 tenants' Kueue cells
 SIZES = (10, 40, 160, 320)
 
 
-def tenant(index: int) -> dict[str, Any]:
+def tenant(index: int, kueue_every: int = KUEUE_EVERY) -> dict[str, Any]:
     name = f"team-{index:03d}"
     entry: dict[str, Any] = {
         "name": name,
@@ -28,7 +29,7 @@ def tenant(index: int) -> dict[str, Any]:
         "namespace": True,
         "cells": [{"pool": pool_name(index % POOLS), "gpusPerCell": GPUS_PER_NODE, "cells": 1}],
     }
-    if index % KUEUE_EVERY == 0:
+    if index % kueue_every == 0:
         entry["kueueCells"] = [{"pool": pool_name(0), "gpusPerCell": GPUS_PER_NODE, "cells": 1}]
     return entry
 
@@ -37,7 +38,12 @@ def pool_name(index: int) -> str:
     return f"h100-{index}"
 
 
-def scaled_config(tenants: int) -> dict[str, Any]:
+def kueue_nodes(tenants: int, kueue_every: int) -> int:
+    """The first pool's Kueue nodes: KUEUE_NODES, or more where the tenants' Kueue cells (one node each) need them."""
+    return max(KUEUE_NODES, -(-tenants // kueue_every))
+
+
+def scaled_config(tenants: int, kueue_every: int = KUEUE_EVERY) -> dict[str, Any]:
     """The raw stack config (as `pulumi config` holds it) of `tenants` tenants over GPU_NODES GPU nodes."""
     document = copy.deepcopy(stack_config(BASE_STACK))
     gpu_pool, *other_pools = document["nodePools"]
@@ -45,7 +51,7 @@ def scaled_config(tenants: int) -> dict[str, Any]:
     pools = []
     for index in range(POOLS):
         pool = {**gpu_pool, "name": pool_name(index), "selector": {"worker.fptcloud/pool": f"gpu-{pool_name(index)}"}, "nodeCount": nodes}
-        pool["slurmWorkers"] = nodes - KUEUE_NODES if index == 0 else nodes
+        pool["slurmWorkers"] = nodes - kueue_nodes(tenants, kueue_every) if index == 0 else nodes
         if index:
             pool.pop("kueueNodeLabels")
         pools.append(pool)
@@ -60,5 +66,5 @@ def scaled_config(tenants: int) -> dict[str, Any]:
         "loadBalancers": 4,
         "pvcs": 1_000,
     }
-    document["tenants"] = [tenant(index) for index in range(tenants)]
+    document["tenants"] = [tenant(index, kueue_every) for index in range(tenants)]
     return document

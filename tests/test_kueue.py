@@ -16,6 +16,7 @@ from components.config import ConfigError, parse_config
 from components.slurm import operator_module
 from components.slurm.common import worker_placement
 from components.tenancy import POD_PRIORITY
+from tests import scale
 from tests.harness import stack_config
 from tests.test_program import run_stack
 
@@ -228,3 +229,19 @@ def test_a_tenant_namespace_quota_admits_what_kueue_may_admit_for_it():
     plain["operators"]["kueue"] = {"enabled": False}
     del plain["tenants"][1]["kueueCells"]
     assert tenancy.namespace_gpu_quota(parse_config(plain), parse_config(plain).tenants[1]) == 8
+
+
+def test_the_scaled_stack_gives_every_tenant_a_queue_with_quota_on_enough_kueue_nodes():
+    """benchmarks/kueue_admission.py's stack: 160 tenants, each a ClusterQueue with an 8-GPU cell's quota on the first
+    pool, in one cohort; the first pool has a Kueue node per cell (the fit check passes), the default shape is kept."""
+    config = parse_config(scale.scaled_config(160, kueue_every=1))
+    queues = by_kind(config)["ClusterQueue"]
+    assert len(queues) == 160
+    assert {q["spec"]["cohortName"] for q in queues} == {config.cluster.name}
+    first = kueue.flavor_name(config, config.gpu_pools[0])
+    assert {gpu_quota(q)[first]["nominalQuota"] for q in queues} == {8}
+    pool = config.gpu_pools[0]
+    assert pool.node_count - pool.worker_replicas == 160
+    default = parse_config(scale.scaled_config(160))
+    assert default.gpu_pools[0].node_count - default.gpu_pools[0].worker_replicas == scale.KUEUE_NODES
+    assert sum(1 for t in default.tenants if t.kueue_cells) == 160 // scale.KUEUE_EVERY
