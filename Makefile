@@ -142,10 +142,11 @@ schema: $(STAMP)
 docs: $(STAMP)
 	$(PYTHON) -m tools.docs
 
-benchmark: $(STAMP) toolchain
+benchmark: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PYTHON) benchmarks/tenant_cells.py
 	$(PYTHON) benchmarks/monitoring_rules.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/scale.py --parallel $(PARALLEL)
 	$(PYTHON) benchmarks/preflight.py
