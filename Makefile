@@ -142,13 +142,14 @@ schema: $(STAMP)
 docs: $(STAMP)
 	$(PYTHON) -m tools.docs
 
-benchmark: $(STAMP) toolchain
+benchmark: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PYTHON) benchmarks/evaluation.py
 	$(PYTHON) benchmarks/tenant_cells.py
 	$(PYTHON) benchmarks/monitoring_rules.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/engine.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/state.py
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/scale.py --parallel $(PARALLEL)
 	$(PYTHON) benchmarks/preflight.py
 	scripts/services-local.sh install
 	$(PYTHON) benchmarks/tenants_job.py

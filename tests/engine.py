@@ -58,6 +58,7 @@ class Workspace:
         }
         # Everything the engine printed, for the tests that look for leaked secrets and plugin trouble.
         self.transcript: list[str] = []
+        self.timeout = 600.0  # seconds per command; the scale benchmark's stacks of 2,000 resources need more
 
     def pulumi(self, *args: str, check: bool = True, stack: str | None = "local") -> subprocess.CompletedProcess:
         result = subprocess.run(
@@ -66,7 +67,7 @@ class Workspace:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=self.timeout,
         )
         self.transcript.append(result.stdout + result.stderr)
         if check and result.returncode != 0:

@@ -1,18 +1,55 @@
-"""The program's cost grows with the tenants, not their square (issue 40): under the SDK's mocks, each resource
-declares a number of dependencies that does not grow with the tenants, and none waits for a list that does.
+"""The scale benchmark's stacks (tests/scale.py), and the program's cost growing with the tenants, not their square
+(issue 40).
 
-The SDK checks each declared dependency for a cycle by walking what it depends on (pulumi/runtime/
-resource_cycle_breaker.py); a dependency on a component is one on each of its children. Counted, not timed:
-benchmarks/scale.py gives the seconds."""
+Every size parses on both bases with its tenants and GPU nodes, and the policy pack's capacity checks pass the
+program it renders (the benchmark previews the larger ones with the pack). Under the SDK's mocks, each resource
+declares a number of dependencies that does not grow with the tenants, and none waits for a list that does: the SDK
+checks each declared dependency for a cycle by walking what it depends on (pulumi/runtime/resource_cycle_breaker.py),
+and a dependency on a component is one on each of its children. Counted, not timed: benchmarks/scale.py gives the seconds."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from components.config import parse_config
 from components.platform import build_platform
-from tests.harness import Run, run_under_mocks
-from tests.scale import scaled_config
+from tests.harness import ROOT, Run, run_under_mocks
+from tests.kube import KWOK_STACK
+from tests.scale import BASE_STACK, GPU_NODES, GPUS_PER_NODE, SIZES, scaled_config
+from tests.test_policies import as_policy_resource, check
+from tools.policy_configs import SETTINGS_DIR, policy_config
+
+BASES = (BASE_STACK, KWOK_STACK)
+CAPACITY_POLICIES = ("slurm-region-quota", "slurm-worker-node-fit", "slurm-tenant-cells-fit")
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("tenants", SIZES)
+def test_every_size_parses_with_its_tenants_over_the_gpu_nodes(base, tenants):
+    config = parse_config(scaled_config(tenants, base))
+    assert len(config.tenants) == tenants
+    assert sum(pool.node_count for pool in config.gpu_pools) == GPU_NODES
+    assert {pool.gpus_per_node for pool in config.gpu_pools} == {GPUS_PER_NODE}
+
+
+def test_the_kwok_base_deploys_offline_with_kueue_left_to_the_tests_controller():
+    operators = scaled_config(SIZES[0], KWOK_STACK)["operators"]
+    assert operators["soperator"]["repository"].startswith("./.kwok/charts/")
+    assert operators["kueue"] == {"enabled": True, "install": False}
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_the_packs_capacity_checks_pass_the_smallest_stack(base):
+    raw = scaled_config(SIZES[0], base)
+    config = parse_config(raw)
+    run = run_under_mocks(lambda: build_platform(config), raw)
+    resources = [as_policy_resource(r) for r in run.resources if r.custom]
+    pack_config = policy_config(json.loads((ROOT / SETTINGS_DIR / f"{base}.json").read_text()), config)
+    for policy in CAPACITY_POLICIES:
+        assert check(policy, *resources, config=pack_config[policy]) == [], policy
+
 
 
 @pytest.fixture(scope="module")
