@@ -51,7 +51,6 @@ def test_the_packs_capacity_checks_pass_the_smallest_stack(base):
         assert check(policy, *resources, config=pack_config[policy]) == [], policy
 
 
-
 @pytest.fixture(scope="module")
 def runs() -> dict[int, Run]:
     def run(tenants: int) -> Run:
