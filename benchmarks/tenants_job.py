@@ -38,16 +38,9 @@ from tests.test_services_slurm import OPERATOR_GENERATIONS, operator_of  # noqa:
 
 OPERATOR = "soperator 4.1.7"
 CALLS = "calls.log"
-# In front of the tenants script: each sacctmgr and scontrol it runs (in $(...) too) logged with its first words,
-# and each command a sacctmgr reads on its stdin (the script's batches) as `batched <command>`.
+# In front of the tenants script: each sacctmgr and scontrol it runs (in $(...) too) logged with its first words.
 COUNTED = f"""\
-sacctmgr() {{
-  echo "sacctmgr $*" | cut -c1-60 >>{SCRIPT_DIR}/{CALLS}
-  [[ $* == -i ]] || {{ command sacctmgr "$@"; return; }}
-  local input; input=$(cat)
-  sed 's/^/batched /' <<<"$input" | cut -c1-60 >>{SCRIPT_DIR}/{CALLS}
-  command sacctmgr "$@" <<<"$input"
-}}
+sacctmgr() {{ echo "sacctmgr $*" | cut -c1-60 >>{SCRIPT_DIR}/{CALLS}; command sacctmgr "$@"; }}
 scontrol() {{ echo "scontrol $*" | cut -c1-60 >>{SCRIPT_DIR}/{CALLS}; command scontrol "$@"; }}
 export -f sacctmgr scontrol
 exec /bin/bash {SCRIPT_DIR}/{tenancy.SCRIPT}
@@ -60,13 +53,11 @@ def nodes(config: PlatformConfig) -> dict[str, tuple[str, int]]:
 
 
 def commands(log: Path) -> collections.Counter[str]:
-    """The commands a run logged, by program and verb (`sacctmgr add`, `scontrol show`; `sacctmgr stdin`: one
-    sacctmgr reading commands, each `sacctmgr batched add`)."""
+    """The commands a run logged, by program and verb (`sacctmgr add`, `scontrol show`)."""
     counted: collections.Counter[str] = collections.Counter()
     for line in log.read_text().splitlines() if log.exists() else ():
         program, *words = line.split()
-        verb = next((w.split("=")[0] for w in words if not w.startswith("-")), "stdin")
-        counted[f"sacctmgr batched {verb}" if program == "batched" else f"{program} {verb}"] += 1
+        counted[f"{program} {next(w for w in words if not w.startswith('-')).split('=')[0]}"] += 1
     return counted
 
 

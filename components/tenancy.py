@@ -233,13 +233,10 @@ NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service
 def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
     """Idempotent and exact: what slurmdbd holds is read once; each entity is added (with its
     settings) when absent and modified only where it differs, so a second run records no
-    transaction; then everything is read again and checked. The changes go to one sacctmgr, a
-    command a line (each committed), not a sacctmgr per entity: at 160 tenants, 643 processes each
-    reading slurm.conf and authenticating. Every per-cluster command names the cluster (a shared
-    slurmdbd has others); any sacctmgr error fails the Job."""
+    transaction; then everything is read again and checked. Every per-cluster call names the
+    cluster (a shared slurmdbd has others); any sacctmgr error fails the Job."""
     q = shlex.quote
-    name = config.cluster.name  # within a sacctmgr command: a DNS label, no shell quoting
-    cluster = q(name)
+    cluster = q(config.cluster.name)
     assoc_format = "format=Account,User,GrpTRES,QOS,DefaultQOS"
     lines = [
         "#!/bin/bash",
@@ -259,11 +256,6 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         "# has VAR LINE: that exact line; starts VAR PREFIX: a line starting so.",
         "has() { [[ $'\\n'${!1}$'\\n' == *$'\\n'\"$2\"$'\\n'* ]]; }",
         "starts() { [[ $'\\n'${!1} == *$'\\n'\"$2\"* ]]; }",
-        "# change COMMAND: one more sacctmgr command for `apply`, which runs them all and fails on any error.",
-        "changes=''",
-        "change() { changes+=$1$'\\n'; }",
-        # Not one empty line more (<<< adds one): sacctmgr takes it for a command and fails.
-        "apply() { [[ -z $changes ]] || sacctmgr -i <<<\"${changes%$'\\n'}\"; changes=''; }",
         "read_state",
         f"has clusters {cluster} || sacctmgr -i add cluster {cluster}",
         "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
@@ -274,12 +266,10 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         settings = f"Priority={QOS_PRIORITY[level]} " + ("PreemptMode=requeue" if level == "oppo" else "Preempt=oppo")
         want = q(f"{level}|{QOS_PRIORITY[level]}|" + ("|requeue" if level == "oppo" else "oppo|cluster"))
         lines += [
-            f"if ! starts qos '{level}|'; then change {q(f'add qos {level} {settings}')}",
-            f"elif ! has qos {want}; then change {q(f'modify qos where name={level} set {settings}')}; fi",
+            f"if ! starts qos '{level}|'; then sacctmgr -i add qos {level} {settings}",
+            f"elif ! has qos {want}; then sacctmgr -i modify qos where name={level} set {settings}; fi",
         ]
         wanted.append(f"has qos {want}")
-    # A sacctmgr reads the QOS once: the accounts naming them go to another.
-    lines.append("apply")
     for tenant in config.tenants:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
         if "oppo" in tenant.priorities:
@@ -292,19 +282,19 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             settings = f"QOS={','.join(qos)} DefaultQOS={default}"
             want = q(f"{account}||{shown}")
             lines += [
-                f"if ! starts assoc '{account}||'; then change "
-                + q(f'add account {account} Cluster={name} Organization={tenant.name} Description="tenant {tenant.name}" GrpTRES={limit} {settings}'),
-                f"elif ! has assoc {want}; then change {q(f'modify account where name={account} cluster={name} set GrpTRES={limit} {settings}')}; fi",
+                f"if ! starts assoc '{account}||'; then sacctmgr -i add account {account} Cluster={cluster} "
+                f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
+                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} set GrpTRES={limit} {settings}; fi",
             ]
             wanted.append(f"has assoc {want}")
             for user in tenant.user_names:
                 user_want = q(f"{account}|{user}||{','.join(sorted(qos))}|{default}")
                 lines += [
-                    f"if ! starts assoc '{account}|{user}|'; then change {q(f'add user {user} Account={account} Cluster={name} {settings}')}",
-                    f"elif ! has assoc {user_want}; then change {q(f'modify user where name={user} account={account} cluster={name} set {settings}')}; fi",
+                    f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
+                    f"elif ! has assoc {user_want}; then sacctmgr -i modify user where name={user} account={account} cluster={cluster} set {settings}; fi",
                 ]
                 wanted.append(f"has assoc {user_want}")
-    lines += ["apply", "# What slurmdbd holds now.", "read_state", "missing=0"]
+    lines += ["# What slurmdbd holds now.", "read_state", "missing=0"]
     lines += [f'{check} || {{ echo "slurmdbd does not hold: {check.split(" ", 2)[2]}" >&2; missing=1; }}' for check in wanted]
     lines += reservation_lines(config)
     lines.append("exit $missing")

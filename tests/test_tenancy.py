@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 from collections import Counter
 from typing import Any
 
@@ -339,10 +338,6 @@ def test_each_operator_carries_priority_and_preemption_settings_its_own_way(oper
         assert manifest_errors(manifest) == [], manifest["kind"]
 
 
-# team-a's guaranteed account as the script adds it (cluster, GPUs per node).
-ACCOUNT_A = "'add account team-a Cluster={} Organization=team-a Description=\"tenant team-a\" GrpTRES=gres/gpu={} QOS=prod,test DefaultQOS=test'"
-
-
 def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     stack = OPERATOR_STACKS["soperator 4.1.7"]
     config = with_tenants(*two_teams(stack), stack=stack)
@@ -351,29 +346,30 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
     lines = script.splitlines()
     # The ladder, with oppo defined before the levels that preempt it.
-    assert lines.index("if ! starts qos 'oppo|'; then change 'add qos oppo Priority=0 PreemptMode=requeue'") < lines.index(
-        "if ! starts qos 'prod|'; then change 'add qos prod Priority=100 Preempt=oppo'"
+    assert lines.index("if ! starts qos 'oppo|'; then sacctmgr -i add qos oppo Priority=0 PreemptMode=requeue") < lines.index(
+        "if ! starts qos 'prod|'; then sacctmgr -i add qos prod Priority=100 Preempt=oppo"
     )
-    assert "elif ! has qos 'test|10|oppo|cluster'; then change 'modify qos where name=test set Priority=10 Preempt=oppo'; fi" in lines
-    # The changes go to one sacctmgr for the QOS (it reads them once), then one for the accounts and users.
-    applied = [i for i, line in enumerate(lines) if line == "apply"]
-    assert len(applied) == 2 and applied[0] < lines.index("if ! starts assoc 'team-a||'; then change " + ACCOUNT_A.format(cluster, gpus)) < applied[1]
+    assert "elif ! has qos 'test|10|oppo|cluster'; then sacctmgr -i modify qos where name=test set Priority=10 Preempt=oppo; fi" in lines
     # team-a: guaranteed account prod+test, oppo account without cap; added with its settings, modified only when it differs.
     assert (
-        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then change 'modify account where name=team-a cluster={cluster} "
-        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test'; fi" in lines
+        f"if ! starts assoc 'team-a||'; then sacctmgr -i add account team-a Cluster={cluster} Organization=team-a "
+        f"Description='tenant team-a' GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
+    )
+    assert (
+        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a cluster={cluster} "
+        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
     )
     assert "has assoc 'team-a-oppo|||oppo|oppo' || { echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }" in lines
     for user in ("alice", "bob"):
         for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
-            assert f"if ! starts assoc '{account}|{user}|'; then change 'add user {user} Account={account} Cluster={cluster} QOS={qos}'" in lines
+            assert f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
     # team-b: test only inside its guarantee, oppo capped at 4.
     assert (
-        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then change 'modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo'; fi"
+        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then sacctmgr -i modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo; fi"
         in lines
     )
     assert (
-        f"elif ! has assoc 'team-b|carol||test|test'; then change 'modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test'; fi"
+        f"elif ! has assoc 'team-b|carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
         in lines
     )
     assert "set -euo pipefail" in lines and lines[-1] == "exit $missing"
@@ -402,9 +398,7 @@ def test_every_per_cluster_sacctmgr_call_names_the_cluster(stack):
     # A shared slurmdbd serves other clusters: accounts and users land on ours only. QOS are global in slurmdbd.
     config = with_tenants(*two_teams(stack), stack=stack)
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
-    # Each sacctmgr run, and each command handed to the batched one (`change`).
-    calls = [call for line in script.splitlines() if not line.startswith("#") for call in re.split(r"sacctmgr |change '", line)[1:]]
-    calls = [call for call in calls if not call.startswith("-i <<<")]
+    calls = [call for line in script.splitlines() for call in line.split("sacctmgr ")[1:]]
     per_cluster = [
         call for call in calls if " qos " not in f" {call}" and "qos format" not in call and "show cluster" not in call and "add cluster" not in call
     ]
