@@ -81,10 +81,11 @@ class SlurmCluster(pulumi.ComponentResource):
         readiness: list[tuple[LiveCustomResource, ReadyWhen]] = []
         for r in rendered:
             if r.manifest["kind"] != "PriorityClass":
-                runs_pods = (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS or r.manifest["kind"] in WORKLOADS
+                custom = (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS
+                runs_pods = custom or r.manifest["kind"] in WORKLOADS
                 resource = self._declare(name, config, r, [*first, *(needs if runs_pods else [])], live, opts)
                 declared[r.manifest["metadata"]["name"]] = resource
-                if (r.manifest["apiVersion"], r.manifest["kind"]) not in BUILTIN_KINDS:
+                if custom:
                     self.running.append(resource)
                 if isinstance(resource, LiveCustomResource):
                     live.append(resource)
