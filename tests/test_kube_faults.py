@@ -6,12 +6,14 @@ protected volumes and the munge Secret unchanged (same UID, same data).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,6 +100,34 @@ def converge(ws: Workspace, cluster: LocalCluster, before: dict, prefix: str) ->
 KILL_ROUNDS = 3
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc: the CLI starts its plugins in process groups of their own."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def kill_with_descendants(pid: int) -> None:
+    """SIGKILL the process group of `pid` and every process below it, so that nothing outlives the test."""
+    below = descendants(pid)
+    os.killpg(pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(ProcessLookupError):  # gone with the group
+            os.kill(child, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("round_", range(KILL_ROUNDS))
 def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster, round_):
     """A hard-cancelled CI job: the CLI and its plugins killed outright while creates are in flight. Before the
@@ -110,12 +140,12 @@ def test_sigkill_mid_up_then_make_recover_and_the_next_up_converges(ws, cluster,
         read_until_first_claim_create(up, prefix)
         # Once the state records creates in flight (the CLI prints a step before it saves it) ...
         wait_until("the state to record creates in flight", lambda: recorded_pending(ws), timeout=30, interval=0.1)
-        # ... the whole process group, as a runner's hard cancel: no plugin outlives the CLI.
-        os.killpg(up.pid, signal.SIGKILL)
+        # ... the CLI and every plugin, as a runner's hard cancel: no plugin outlives the CLI.
+        kill_with_descendants(up.pid)
         assert up.wait(timeout=30) == -signal.SIGKILL
     finally:
         if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
+            kill_with_descendants(up.pid)
     pending = pending_operations(ws)
     print(f"SIGKILL round {round_}: pending operations: {[op['resource']['urn'].rsplit('::', 1)[-1] for op in pending]}")
     assert pending and all(op["type"] == "creating" for op in pending)
