@@ -271,7 +271,7 @@ def test_config_and_policy_agree_on_ldap_tls(stack, tls):
 
 
 def test_every_policy_is_named_described_and_has_a_default_level():
-    assert len(POLICIES) == len(ALL_POLICIES) == 17
+    assert len(POLICIES) == len(ALL_POLICIES) == 18
     for policy in ALL_POLICIES:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name), policy.name
         assert policy.description.endswith(".")
@@ -1126,6 +1126,70 @@ def test_charts_skip_local_charts_exempt_charts_and_opaque_components():
     assert check("pinned-chart-versions", chart(None, chart_ref="/mirror/gpu-operator")) == []
     assert check("pinned-chart-versions", chart("latest", chart_ref="dev-chart"), config={"exemptCharts": ["dev-chart"]}) == []
     assert check("pinned-chart-versions", resource(CHART, {}, name="operators-x")) == []
+
+
+# ---------------------------------------------------------------------------
+# configmap-secret-size
+
+SIZE_POLICY = "configmap-secret-size"
+MIB = 2**20
+
+
+def sized_config_map(data=None, binary_data=None, labels=None) -> PolicyResource:
+    props: dict[str, Any] = {"metadata": {"name": "big", "namespace": "fpt-hpc", "labels": labels or {}}}
+    props.update({k: v for k, v in (("data", data), ("binaryData", binary_data)) if v is not None})
+    return resource(CONFIG_MAP, props)
+
+
+def sized_secret(data=None, string_data=None) -> PolicyResource:
+    props: dict[str, Any] = {"metadata": {"name": "big", "namespace": "fpt-hpc"}}
+    props.update({k: v for k, v in (("data", data), ("stringData", string_data)) if v is not None})
+    return resource(SECRET, props)
+
+
+def base64_of(size: int) -> str:
+    return base64.b64encode(b"x" * size).decode()
+
+
+def test_a_config_map_at_the_limit_passes_and_one_byte_over_is_refused():
+    # data and binaryData values count together (binaryData decoded); long keys do not count.
+    half = MIB // 2
+    assert check(SIZE_POLICY, sized_config_map({"k" * 253: "x" * half}, {"bin": base64_of(MIB - half)})) == []
+    one(
+        check(SIZE_POLICY, sized_config_map({"k" * 253: "x" * half}, {"bin": base64_of(MIB - half + 1)})),
+        "ConfigMap fpt-hpc/big holds 1,048,577 bytes of data",
+        f"(the largest, binaryData.bin: {MIB - half + 1:,})",
+        "over the 1,048,576 bytes (1 MiB) the API server accepts",
+        "Fix: split the data over several ConfigMaps or Secrets",
+    )
+
+
+def test_a_config_map_counts_utf8_bytes_not_characters():
+    assert check(SIZE_POLICY, sized_config_map({"text": "é" * (MIB // 2)})) == []
+    one(check(SIZE_POLICY, sized_config_map({"text": "é" * (MIB // 2) + "x"})), "holds 1,048,577 bytes")
+
+
+def test_a_secret_is_measured_decoded():
+    # 1 MiB of data is 1.33 MiB of base64: accepted; one decoded byte more is refused.
+    assert len(base64_of(MIB)) > MIB
+    assert check(SIZE_POLICY, sized_secret({"key": base64_of(MIB)})) == []
+    one(check(SIZE_POLICY, sized_secret({"key": base64_of(MIB + 1)})), "Secret fpt-hpc/big holds 1,048,577 bytes", "data.key")
+    one(check(SIZE_POLICY, sized_secret({"a": base64_of(MIB)}, {"b": "x"})), "Secret fpt-hpc/big holds 1,048,577 bytes")
+
+
+def test_a_secret_counts_string_data_over_the_data_of_its_key():
+    # The API server writes stringData over data's entry of the same key before it measures.
+    assert check(SIZE_POLICY, sized_secret({"key": base64_of(MIB)}, {"key": "x"})) == []
+    one(check(SIZE_POLICY, sized_secret({"key": "eA=="}, {"key": "x" * (MIB + 1)})), "stringData.key: 1,048,577")
+
+
+def test_the_tenants_config_map_over_the_limit_asks_for_fewer_tenants_per_stack():
+    tenants = sized_config_map({"sacctmgr.sh": "x" * (MIB + 1)}, labels={"app.kubernetes.io/component": "tenants"})
+    one(check(SIZE_POLICY, tenants), "data.sacctmgr.sh", "Fix: put fewer tenants in this stack")
+
+
+def test_other_objects_are_not_measured():
+    assert check(SIZE_POLICY, resource(DEPLOYMENT, {"metadata": {"name": "big"}, "data": {"k": "x" * (MIB + 1)}})) == []
 
 
 # ---------------------------------------------------------------------------

@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from pulumi_policy import PolicyResource
 
+from components import tenancy
 from components.config import parse_config
 from components.platform import build_platform
 from tests.harness import ROOT, Run, run_under_mocks
 from tests.kube import KWOK_STACK
 from tests.scale import BASE_STACK, GPU_NODES, GPUS_PER_NODE, SIZES, scaled_config
-from tests.test_policies import as_policy_resource, check
+from tests.test_policies import CONFIG_MAP, SECRET, as_policy_resource, check, one
 from tools.policy_configs import SETTINGS_DIR, policy_config
 
 BASES = (BASE_STACK, KWOK_STACK)
@@ -70,3 +72,34 @@ def test_dependencies_per_resource_do_not_grow_with_the_tenants(runs):
 def test_no_resource_waits_for_a_list_that_grows_with_the_tenants(runs):
     most = {tenants: max(len(r.dependencies) for r in run.resources) for tenants, run in runs.items()}
     assert most[160] == most[40], most
+
+
+SIZE_POLICY = "configmap-secret-size"
+
+
+def sized_objects(run: Run) -> list[PolicyResource]:
+    """The ConfigMaps and Secrets of a run, as the pack sees them (the rule measures nothing else)."""
+    return [as_policy_resource(r) for r in run.resources if r.type in (CONFIG_MAP, SECRET)]
+
+
+def test_the_largest_stack_fits_the_api_servers_object_size():
+    # The whole stack: the tenants script, the tenants dashboard and the LDAP objects all grow with the tenants.
+    raw = scaled_config(SIZES[-1])
+    config = parse_config(raw)
+    objects = sized_objects(run_under_mocks(lambda: build_platform(config), raw))
+    assert f"{config.cluster.name}-tenants" in {r.props["metadata"]["name"] for r in objects}
+    assert check(SIZE_POLICY, *objects) == []
+
+
+def test_too_many_tenants_for_one_stack_is_refused_at_preview():
+    # The tenants component alone: its ConfigMap outgrows the limit first, and the rest of the stack costs 25 s more.
+    raw = scaled_config(400)
+    config = parse_config(raw)
+
+    def program() -> None:
+        tenancy.Tenants("tenants", config, [])
+
+    objects = sized_objects(run_under_mocks(program, raw))
+    one(
+        check(SIZE_POLICY, *objects), f"ConfigMap {config.cluster.namespace}/{config.cluster.name}-tenants holds", "data.sacctmgr.sh", "fewer tenants"
+    )

@@ -14,6 +14,9 @@ policies/ alone).
 * Source ranges: `ipaddress`, judged by what they cover, never by spelling.
 * Image references: the grammar of github.com/distribution/reference
   (regexp.go), which the kubelet and container runtimes parse.
+* ConfigMap and Secret size: what ValidateConfigMap and ValidateSecret of
+  k8s.io/kubernetes pkg/apis/core/validation/validation.go sum against
+  core.MaxSecretSize.
 
 Patterns are matched with `re.fullmatch` on ASCII classes: Python's `$`
 accepts a trailing newline and `\\d`/`\\w` accept any Unicode digit or letter,
@@ -22,9 +25,11 @@ neither of which Go's regexp does.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Optional, Union
 
@@ -141,6 +146,39 @@ def is_config_map_key(value: str) -> list[str]:
     elif value.startswith(".."):
         errors.append("must not start with '..'")
     return errors
+
+
+# --- ConfigMap and Secret size (k8s.io/kubernetes pkg/apis/core/validation/validation.go) ----------
+
+# core.MaxSecretSize (pkg/apis/core/types.go), 1 MiB: ValidateConfigMap refuses a ConfigMap whose `data` and
+# `binaryData` values together are longer, ValidateSecret a Secret whose `data` values are. Keys are not counted.
+MAX_DATA_SIZE = 1024 * 1024
+
+
+def decoded_size(value: Any) -> int:
+    """Bytes a base64 value (a []byte field in JSON) decodes to; where it is not base64 (which the API server
+    refuses anyway) its own length, so a large value is never measured as nothing."""
+    text = str(value)
+    try:
+        return len(base64.b64decode(text, validate=True))
+    except binascii.Error:
+        return len(text.encode())
+
+
+def config_map_data_sizes(data: Mapping[str, Any], binary_data: Mapping[str, Any]) -> dict[str, int]:
+    """`data.<key>` / `binaryData.<key>` -> the bytes ValidateConfigMap counts: a string's UTF-8 bytes, binaryData decoded."""
+    return {
+        **{f"data.{key}": len(str(value).encode()) for key, value in data.items()},
+        **{f"binaryData.{key}": decoded_size(value) for key, value in binary_data.items()},
+    }
+
+
+def secret_data_sizes(data: Mapping[str, Any], string_data: Mapping[str, Any]) -> dict[str, int]:
+    """`data.<key>` / `stringData.<key>` -> the bytes ValidateSecret counts: `data` decoded, after the v1 conversion
+    (pkg/apis/core/v1/conversion.go, Convert_v1_Secret_To_core_Secret) wrote each `stringData` entry over `data`'s."""
+    merged = {key: (f"data.{key}", decoded_size(value)) for key, value in data.items()}
+    merged.update({key: (f"stringData.{key}", len(str(value).encode())) for key, value in string_data.items()})
+    return dict(merged.values())
 
 
 # --- quantities (apimachinery resource/quantity.go) ------------------------------------
