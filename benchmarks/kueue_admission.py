@@ -158,7 +158,7 @@ def one_flavor(manifests: list[dict[str, Any]], config: PlatformConfig) -> None:
     """Each ClusterQueue lists only the flavors it has quota on (ours lists every GPU pool's, most at zero)."""
     for queue in queues_of(manifests):
         group = queue["spec"]["resourceGroups"][0]
-        group["flavors"] = [f for f in group["flavors"] if any(r["name"] == tenancy.GPU and r["nominalQuota"] for r in f["resources"])]
+        group["flavors"] = [f for f in group["flavors"] if any(r["name"] == tenancy.GPU and r["nominalQuota"] != "0" for r in f["resources"])]
 
 
 def no_topology(manifests: list[dict[str, Any]], config: PlatformConfig) -> None:

@@ -121,14 +121,26 @@ def kueue_borrowing_limit(tenant: TenantConfig) -> Optional[int]:
     return 0 if "oppo" not in tenant.priorities else tenant.borrowing_cap
 
 
-def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, Any]:
-    """`gpus` of the pool's GPUs, with the same share of a node's cpu and memory."""
+def node_share_amounts(pool: NodePoolConfig, gpus: int) -> dict[str, Decimal]:
+    """`gpus` of the pool's GPUs, with the same share of a node's cpu (whole millicores) and memory
+    (whole MiB), as numbers."""
     share = Decimal(gpus) / pool.gpus_per_node
     return {
-        "cpu": f"{int(quantity_value(pool.cpu_per_node) * share * 1000)}m",
-        "memory": f"{int(quantity_value(pool.memory_per_node) * share) // 2**20}Mi",
-        GPU: gpus,
+        "cpu": Decimal(int(quantity_value(pool.cpu_per_node) * share * 1000)) / 1000,
+        "memory": Decimal(int(quantity_value(pool.memory_per_node) * share) // 2**20 * 2**20),
+        GPU: Decimal(gpus),
     }
+
+
+def as_quantities(amounts: dict[str, Decimal]) -> dict[str, str]:
+    """Each amount in the form Kubernetes writes it back ("112", "1250Gi", "8", memory in binary units):
+    Kueue's webhook stores a ClusterQueue's quotas that way, and any other spelling is a diff on every up."""
+    return {name: kube_rules.canonical_quantity(amount, binary=name.endswith("memory")) for name, amount in amounts.items()}
+
+
+def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, str]:
+    """`gpus` of the pool's GPUs, with the same share of a node's cpu and memory, as quantities."""
+    return as_quantities(node_share_amounts(pool, gpus))
 
 
 def namespace_pool_gpus(config: PlatformConfig, tenant: TenantConfig) -> dict[str, int]:
@@ -156,13 +168,8 @@ def namespace_compute_quota(config: PlatformConfig, tenant: TenantConfig) -> dic
     scheduler reserves: a quota on limits would need limits on every container, and a default limit
     below a container's own request makes the pod invalid."""
     pools = {pool.name: pool for pool in config.gpu_pools}
-    cpu_milli = memory_mi = 0
-    for name, gpus in namespace_pool_gpus(config, tenant).items():
-        share = node_share(pools[name], gpus)
-        cpu_milli += int(share["cpu"].removesuffix("m"))
-        memory_mi += int(share["memory"].removesuffix("Mi"))
-    compute = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mi}Mi"}
-    return {f"requests.{resource}": amount for resource, amount in compute.items()}
+    shares = [node_share_amounts(pools[name], gpus) for name, gpus in namespace_pool_gpus(config, tenant).items()]
+    return as_quantities({f"requests.{resource}": sum((s[resource] for s in shares), Decimal(0)) for resource in ("cpu", "memory")})
 
 
 def tenants_hash(config: PlatformConfig) -> str:

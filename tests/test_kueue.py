@@ -75,18 +75,19 @@ def test_a_cluster_queue_per_tenant_namespace_holds_its_kueue_cells_in_one_cohor
     assert set(queues) == {"llm", "vision", "speech"}
     assert {q["spec"]["cohortName"] for q in queues.values()} == {"fpt-hpc"}
     # vision: one 8-GPU Kueue cell, borrowingCap 8; llm: none of its own, no cap; speech: cap 4.
-    assert gpu_quota(queues["vision"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 8}}
-    assert gpu_quota(queues["llm"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": 0}}
-    assert gpu_quota(queues["speech"])["fpt-hpc-h100"]["borrowingLimit"] == 4
-    # cpu and memory in the share of a node its GPUs are (a whole 112-CPU, 1250Gi node for vision).
+    assert gpu_quota(queues["vision"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"}}
+    assert gpu_quota(queues["llm"]) == {"fpt-hpc-h100": {"name": "nvidia.com/gpu", "nominalQuota": "0"}}
+    assert gpu_quota(queues["speech"])["fpt-hpc-h100"]["borrowingLimit"] == "4"
+    # cpu and memory in the share of a node its GPUs are (a whole 112-CPU, 1250Gi node for vision), each quantity
+    # spelled as Kueue's webhook writes it back (any other spelling is a diff on every up).
     (flavor,) = queues["vision"]["spec"]["resourceGroups"][0]["flavors"]
-    assert [(r["name"], r["nominalQuota"]) for r in flavor["resources"]] == [("cpu", "112000m"), ("memory", "1280000Mi"), ("nvidia.com/gpu", 8)]
+    assert [(r["name"], r["nominalQuota"]) for r in flavor["resources"]] == [("cpu", "112"), ("memory", "1250Gi"), ("nvidia.com/gpu", "8")]
     assert queues["vision"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
     assert queues["vision"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
     # Without the oppo level a tenant borrows nothing.
     raw["tenants"][0]["priorities"] = ["prod", "test"]
     llm = next(q for q in by_kind(parse_config(raw))["ClusterQueue"] if q["metadata"]["name"] == "llm")
-    assert gpu_quota(llm)["fpt-hpc-h100"]["borrowingLimit"] == 0
+    assert gpu_quota(llm)["fpt-hpc-h100"]["borrowingLimit"] == "0"
 
 
 def test_kueue_cells_need_a_namespace_the_stack_owns():
@@ -239,7 +240,7 @@ def test_the_scaled_stack_gives_every_tenant_a_queue_with_quota_on_enough_kueue_
     assert len(queues) == 160
     assert {q["spec"]["cohortName"] for q in queues} == {config.cluster.name}
     first = kueue.flavor_name(config, config.gpu_pools[0])
-    assert {gpu_quota(q)[first]["nominalQuota"] for q in queues} == {8}
+    assert {gpu_quota(q)[first]["nominalQuota"] for q in queues} == {"8"}
     pool = config.gpu_pools[0]
     assert pool.node_count - pool.worker_replicas == 160
     default = parse_config(scale.scaled_config(160))

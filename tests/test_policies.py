@@ -39,6 +39,8 @@ from tools import policy_configs as generated_policy_configs
 
 sys.path.insert(0, str(ROOT / "policies"))
 
+from slurm_rules import kube_rules  # noqa: E402
+
 from slurm_policies import ALL_POLICIES, quantity  # noqa: E402
 from slurm_policies.quota import stack_demand  # noqa: E402
 
@@ -313,6 +315,36 @@ def test_quantity(text, expected):
 def test_quantity_rejects_garbage(text):
     with pytest.raises(ValueError):
         quantity(text)
+
+
+@pytest.mark.parametrize(
+    "text, binary, written_back",
+    [
+        # Go's Quantity.String() (apimachinery quantity_test.go's canonical forms).
+        ("112000m", False, "112"),
+        ("1500m", False, "1500m"),
+        ("0.5", False, "500m"),
+        ("1000", False, "1k"),
+        ("1e3", False, "1k"),
+        ("8", False, "8"),
+        ("0", True, "0"),
+        ("1280000Mi", True, "1250Gi"),
+        ("1.5Gi", True, "1536Mi"),
+        ("160000Mi", True, "160000Mi"),
+        ("1024", True, "1Ki"),
+        ("512", True, "512"),  # under 1024: decimal SI
+        ("1536", True, "1536"),
+        ("1.0001Ki", True, "1024102400u"),  # not whole bytes: decimal SI
+    ],
+)
+def test_canonical_quantity_is_what_kubernetes_writes_back(text, binary, written_back):
+    value = kube_rules.parse_quantity(text)
+    assert kube_rules.canonical_quantity(value, binary) == written_back
+    assert kube_rules.parse_quantity(written_back) == value
+
+
+def test_canonical_quantity_rounds_up_below_nano_as_parse_quantity_does():
+    assert kube_rules.canonical_quantity(kube_rules.parse_quantity("1e-10")) == "1n"
 
 
 # ---------------------------------------------------------------------------

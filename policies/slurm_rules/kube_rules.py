@@ -10,7 +10,9 @@ policies/ alone).
 * Quantities: the grammar of k8s.io/apimachinery/pkg/api/resource/quantity.go
   (`ParseQuantity`), whose arithmetic is done by the Kubernetes Python
   client's `kubernetes.utils.parse_quantity` (on its own it also takes
-  "1K", "nan" or " 1", which the API server refuses).
+  "1K", "nan" or " 1", which the API server refuses); and the canonical form
+  Go's `Quantity.String()` writes back (`CanonicalizeBytes`), which the
+  client's `format_quantity` leaves to its caller to choose.
 * Source ranges: `ipaddress`, judged by what they cover, never by spelling.
 * Image references: the grammar of github.com/distribution/reference
   (regexp.go), which the kubelet and container runtimes parse.
@@ -202,6 +204,31 @@ def parse_quantity(value: Any) -> Decimal:
     if not isinstance(value, str) or not _QUANTITY.fullmatch(value):
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     return _client_parse_quantity(value)
+
+
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def canonical_quantity(value: Decimal, binary: bool = False) -> str:
+    """`value` as Go's `Quantity.String()` writes it (quantity.go `CanonicalizeBytes`): what a controller
+    that decodes a quantity and writes it back stores, so a manifest in this form shows no diff against
+    the stored object. `binary` is the BinarySI format (a quantity written in Ki, Mi, ...): an integer
+    of at least 1024 takes the largest power of 1024 that divides it ("1280000Mi" is "1250Gi"), anything
+    else falls back to decimal SI. Decimal SI takes the largest power of 1000 that keeps the number whole
+    ("112000m" is "112"), down to nano, rounding up below it as ParseQuantity does."""
+    if not value.is_finite():
+        raise ValueError(f"not a Kubernetes quantity: {value}")
+    if binary and value == value.to_integral_value() and abs(value) >= 1024:
+        number, exponent = int(value), 0
+        while number % 1024 == 0 and exponent < len(_BINARY_SUFFIXES) - 1:
+            number, exponent = number // 1024, exponent + 1
+        return f"{number}{_BINARY_SUFFIXES[exponent]}"
+    nanos = (value * 10**9).to_integral_value(rounding="ROUND_CEILING" if value > 0 else "ROUND_FLOOR")
+    number, exponent = int(nanos), -9
+    while number and number % 1000 == 0 and exponent < 18:
+        number, exponent = number // 1000, exponent + 3
+    return f"{number}{_DECIMAL_SUFFIXES[exponent if number else 0]}"
 
 
 def quantity_suffix(value: Any) -> str:
