@@ -50,7 +50,7 @@ from tests.kube import CHARTS_DIR, KWOK_STACK, KueueController, LocalCluster, kw
 from tests.scale import SIZES, scaled_config  # noqa: E402
 from tools.policy_configs import SETTINGS_DIR, policy_config  # noqa: E402
 
-COMMAND_TIMEOUT = 3600.0  # a first up of 2,000 resources on two shared cores
+COMMAND_TIMEOUT = 7200.0  # a first up of 2,200 resources (160 tenants) ran past an hour on two shared cores
 STATE_KINDS_SHOWN = 15
 # A policy's finding in the preview's "Policies:" section (the kwok stack's pack config is advisory).
 VIOLATION = re.compile(r"- \[(?:advisory|mandatory)\]\s+(\S+)")
