@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -608,12 +609,14 @@ def run_pod_script(
     key: Optional[bytes] = None,
     script: Optional[str] = None,
     timeout: float = 120,
+    sidecar: Optional[str] = None,
 ) -> subprocess.CompletedProcess:
     """A pod's script (the ConfigMap's `script`, the tenants Job's by default) the way its container sees the world,
     on this machine: a private mount namespace in the lab's generation's root filesystem (the image's Slurm) with the lab's /etc, /run;
     the ConfigMap's `files` at /tenants, the auth key (if any) at /auth-key/key, and its own writable
     /etc/slurm, /etc/munge and an /etc/hosts naming `hosts` 127.0.0.1 (the Services). In a PID namespace of
-    its own, as a container: the daemons the script starts (munged, sackd) end with it."""
+    its own, as a container: the daemons the script starts (munged, sackd) end with it. A `sidecar` script (a file
+    in `files`) runs beside it from the start, with an /etc/slurm of its own, as its container's own filesystem."""
     from components.slurm.client import SCRIPT_DIR
     from components.slurm.common import KEY_DIR
     from components.tenancy import SCRIPT
@@ -636,6 +639,11 @@ def run_pod_script(
         binds["/run/slurm"] = lab.dir(f"pod-{name}/run-slurm")
     mounts = [f"mkdir -p {lab.fs}{target} && mount --bind {source} {lab.fs}{target}" for target, source in binds.items()]
     mounts.append(f"mount --bind {hosts_file} {lab.fs}/etc/hosts")
+    if sidecar:
+        own_etc = (
+            f"mount --bind {lab.dir(f'pod-{name}/sidecar-etc-slurm')} {lab.fs}/etc/slurm && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{sidecar}"
+        )
+        mounts.append(f"{{ unshare --mount --propagation private sh -c {shlex.quote(own_etc)} & }}")
     command = " && ".join(mounts) + f" && exec chroot {lab.fs} /bin/bash {SCRIPT_DIR}/{script or SCRIPT}"
     return lab.run("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", command, host=True, check=False, timeout=timeout)
 

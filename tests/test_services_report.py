@@ -117,8 +117,8 @@ def test_a_period_that_cuts_a_job_counts_only_its_part_inside(lab, ran):
 
 
 def report_pod(lab: OperatorLab) -> subprocess.CompletedProcess:
-    """The CronJob's pod on this machine: its auth sidecar's command (the only one given the key) in the background,
-    then the report container's; the ConfigMap's slurm.conf naming the lab's daemons. soperator's sidecar runs its
+    """The CronJob's pod on this machine: its auth sidecar's command (the only one given the key) beside the report
+    container's, each with its own /etc/slurm; the ConfigMap's slurm.conf naming the lab's daemons. soperator's sidecar runs its
     own munge image, which the lab's root filesystem is not (munged as root there refuses munge's state directory):
     its report signs through the lab's munged, as tests/services.py's slurm_client_pod has soperator's pods do."""
     config = lab.config
@@ -128,10 +128,17 @@ def report_pod(lab: OperatorLab) -> subprocess.CompletedProcess:
     (container,) = pod["containers"]
     data = report.config_map(config)["data"]
     conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
-    sidecar = "" if client.munge_image else f"{shlex.join(auth['command'])} &\n"
-    data = {**data, "slurm.conf": conf + f"SlurmctldPort={lab.ctld_port}\n", "pod.sh": f"{sidecar}exec {shlex.join(container['command'])}\n"}
+    data = {
+        **data,
+        "slurm.conf": conf + f"SlurmctldPort={lab.ctld_port}\n",
+        "pod.sh": f"exec {shlex.join(container['command'])}\n",
+        "sidecar.sh": f"exec {shlex.join(auth['command'])}\n",
+    }
     key = SLURM_KEY.encode() if client.auth == "auth/slurm" else (lab.root / "munge" / "munge.key").read_bytes()
-    return run_pod_script(lab, "report", data, [client.slurmdbd_host], key=None if client.munge_image else key, script="pod.sh")
+    own_sidecar = client.munge_image is None
+    return run_pod_script(
+        lab, "report", data, [client.slurmdbd_host], key=key if own_sidecar else None, script="pod.sh", sidecar="sidecar.sh" if own_sidecar else None
+    )
 
 
 def test_the_cronjobs_script_run_as_its_pod_reports_both_tenants(lab, ran):
