@@ -34,7 +34,7 @@ from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig
 from .declare import declare
 from .slurm import Rendered
-from .slurm.common import HOSTNAME_LABEL, admission_policy, pool_tolerations, tenant_namespace_names
+from .slurm.common import HOSTNAME_LABEL, admission_policy, pool_tolerations, tenant_namespaces_selector
 from .tenancy import GPU, LEVELS, POD_PRIORITY, kueue_borrowing_limit, node_share
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -123,7 +123,7 @@ def queue_policies(config: PlatformConfig) -> list[Rendered]:
     false leaves its config to someone else): a Job names the tenant's LocalQueue (Kueue suspends it until
     admitted), and a pod either names it too (Kueue's pod, Deployment and StatefulSet integrations gate
     it) or is created by the job controller, for a Job that did."""
-    namespaces = tenant_namespace_names(config)
+    namespaces = tenant_namespaces_selector(config)
     job_message = f"a Job in a tenant namespace must carry the label {QUEUE_LABEL}: <the namespace> (the tenant's LocalQueue)"
     pod_message = f"a pod in a tenant namespace comes from a Job, or carries the label {QUEUE_LABEL}: <the namespace> (the tenant's LocalQueue)"
     jobs = admission_policy(

@@ -43,11 +43,11 @@ from .monitoring import series
 from .monitoring.monitors import cert_manager_values
 from .slurm import installs_cert_manager, operator_module
 from .slurm.common import (
-    namespaces_named,
+    namespaces_in,
     operator_priority_class,
     operator_priority_class_name,
     priority_class_policy,
-    tenant_namespace_names,
+    tenant_namespaces_selector,
 )
 from .slurm.gpu_jobs import MAPPING_DIR, maps_gpu_jobs
 
@@ -155,7 +155,7 @@ def kueue_configuration(config: PlatformConfig) -> dict[str, Any]:
     return {
         **KUEUE_DEFAULT_CONFIGURATION,
         "manageJobsWithoutQueueName": True,
-        "managedJobsNamespaceSelector": namespaces_named(tenant_namespace_names(config)),
+        "managedJobsNamespaceSelector": tenant_namespaces_selector(config),
         # The per-ClusterQueue usage, quota and pending-GPU series the tenants' recording rules read
         # (components/monitoring/rules.py) exist only with this on.
         **({"metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True}} if config.monitoring.enabled else {}),
@@ -293,7 +293,7 @@ def operator_priority(config: PlatformConfig, releases: list[ChartRelease]) -> t
         return [], []
     priority_class = operator_priority_class(config)
     namespaces = sorted({release.namespace for release in releases if release.key in named})
-    policy, binding = priority_class_policy(class_name, [class_name], namespaces, priority_class["metadata"]["labels"])
+    policy, binding = priority_class_policy(class_name, [class_name], namespaces_in(namespaces), priority_class["metadata"]["labels"])
     return named, [("priority-class", priority_class), ("priority-policy", policy), ("priority-policy-binding", binding)]
 
 

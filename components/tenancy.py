@@ -50,10 +50,13 @@ from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.client import auth_setup, client_pod_spec
 from .slurm.common import (
+    TENANT_NAMESPACE_LABEL,
     admission_policy,
     client_slurm_conf,
     priority_class_policy,
     tenant_namespace_names,
+    tenant_namespaces_of,
+    tenant_namespaces_selector,
 )
 
 LEVELS = ("prod", "test", "oppo")
@@ -144,17 +147,17 @@ def node_share(pool: NodePoolConfig, gpus: int) -> dict[str, str]:
 
 
 def namespace_pool_gpus(config: PlatformConfig, tenant: TenantConfig) -> dict[str, int]:
-    """Per GPU pool, the GPUs its namespace's pods may request: its cells there; with Kueue, the most
-    Kueue can admit for it (its kueueCells plus what it may borrow, within what the cohort holds), so
-    the quota never refuses a pod Kueue admitted."""
+    """Per GPU pool, the GPUs its namespace's pods may request: its cells there; with Kueue, at least the
+    most Kueue can admit for it (its kueueCells plus what it may borrow), so the quota never refuses a pod
+    Kueue admitted. Without a borrowing limit that is the pool's Kueue nodes' GPUs, not the cohort's sum
+    (which the fit check keeps below them): the quota then changes with the nodes, not with every tenant added."""
     if not config.operators.kueue.enabled:
         return {pool.name: sum(c.gpus_per_cell * c.cells for c in tenant.cells if c.pool == pool.name) for pool in config.gpu_pools}
     limit = kueue_borrowing_limit(tenant)
     gpus = {}
     for pool in config.gpu_pools:
-        cohort = sum(t.kueue_gpus(pool.name) for t in config.tenants)
-        own = tenant.kueue_gpus(pool.name)
-        gpus[pool.name] = cohort if limit is None else min(own + limit, cohort)
+        kueue_nodes = (pool.node_count - pool.worker_replicas) * pool.gpus_per_node
+        gpus[pool.name] = kueue_nodes if limit is None else min(tenant.kueue_gpus(pool.name) + limit, kueue_nodes)
     return gpus
 
 
@@ -435,7 +438,7 @@ def priority_classes() -> list[dict[str, Any]]:
 def tenant_priority_policy(config: PlatformConfig) -> list[Rendered]:
     """The tenant classes are cluster-wide: only tenant namespaces may name them."""
     classes = [f"slurm-{level}" for level in LEVELS]
-    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, tenant_namespace_names(config), LABELS)
+    policy, binding = priority_class_policy("slurm-tenant-priority-classes", classes, tenant_namespaces_of(config), LABELS)
     return [Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
 
 
@@ -460,16 +463,38 @@ def tenant_pod_policy(config: PlatformConfig) -> list[Rendered]:
             "message": "spec.nodeName is not allowed in a tenant namespace: the scheduler places its pods",
         },
     ]
-    policy, binding = admission_policy("slurm-tenant-pods", "pods", validations, tenant_namespace_names(config), LABELS)
+    policy, binding = admission_policy("slurm-tenant-pods", "pods", validations, tenant_namespaces_selector(config), LABELS)
     return [Rendered("pod-policy", policy), Rendered("pod-policy-binding", binding)]
 
 
+# On a tenant namespace, one per GPU pool its pods may run on (`<prefix><pool>: "true"`): slurm-tenant-placement reads
+# them from the namespace, so that it names pools, never tenants.
+POOL_LABEL_PREFIX = "pools.slurm-platform.io/"
+
+
+def pool_place(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, str]:
+    """The node labels of a GPU pool's place for tenant pods: with Kueue, its flavor's nodeLabels (the pool's Kueue
+    nodes, which Kueue sets on the pods it admits); without, the pool's selector."""
+    return {**pool.selector, **pool.kueue_node_labels} if config.operators.kueue.enabled else dict(pool.selector)
+
+
+def tenant_pools(config: PlatformConfig, tenant: TenantConfig) -> list[NodePoolConfig]:
+    """The GPU pools the tenant's pods may run on: with Kueue, every one (Kueue's flavors); without, its cells' pools."""
+    return [pool for pool in config.gpu_pools if config.operators.kueue.enabled or pool.name in tenant.pools]
+
+
 def tenant_node_labels(config: PlatformConfig, tenant: TenantConfig) -> list[dict[str, str]]:
-    """The node labels of each place the tenant's pods may run: with Kueue, its flavors' nodeLabels (every GPU pool's
-    Kueue nodes, which Kueue sets on the pods it admits); without, the selectors of its cells' pools."""
-    if config.operators.kueue.enabled:
-        return [{**pool.selector, **pool.kueue_node_labels} for pool in config.gpu_pools]
-    return [dict(pool.selector) for pool in config.gpu_pools if pool.name in tenant.pools]
+    """The node labels of each place the tenant's pods may run (pool_place of each of tenant_pools)."""
+    return [pool_place(config, pool) for pool in tenant_pools(config, tenant)]
+
+
+def tenant_namespace_labels(config: PlatformConfig, tenant: TenantConfig) -> dict[str, str]:
+    """What a tenant namespace carries besides the Pod Security labels: the tenant label (what the policies, the
+    workers' anti-affinity and Kueue select) and one label per pool its pods may run on."""
+    return {
+        TENANT_NAMESPACE_LABEL: config.cluster.name,
+        **{f"{POOL_LABEL_PREFIX}{pool.name}": "true" for pool in tenant_pools(config, tenant)},
+    }
 
 
 # CEL over a pod: its required node affinity's every term pins each label of one of variables.pools to its value.
@@ -483,18 +508,24 @@ PINNED_BY_AFFINITY = (
 
 
 def tenant_placement_policy(config: PlatformConfig) -> list[Rendered]:
-    """A tenant namespace's pods run only on the nodes meant for its tenant (tenant_node_labels), by admission:
+    """A tenant namespace's pods run only on the nodes meant for its tenant (tenant_node_labels, which the namespace's
+    pool labels name), by admission:
     the Slurm workers' anti-affinity keeps them off the workers, but nothing else keeps them off the system pool,
     where slurmctld, slurmdbd, login, LDAP, MariaDB and the operators run. A pod selects all the labels of one
     place by spec.nodeSelector, or by required node affinity in every term. A pod held by a scheduling gate is
     admitted as it is (Kueue gates the pods it manages, then sets its flavor's labels when it lifts the gate),
     and the update that lifts the last gate is checked like a new pod: the scheduler never sees a pod unchecked."""
-    tenants = [tenant for tenant in config.tenants if tenant.namespace]
-    places = {tenant.name: tenant_node_labels(config, tenant) for tenant in tenants}
-    described = {name: " or ".join(json.dumps(labels, sort_keys=True) for labels in sets) or "(none)" for name, sets in places.items()}
+    places = {pool.name: pool_place(config, pool) for pool in config.gpu_pools}
+    described = {name: json.dumps(labels, sort_keys=True) for name, labels in places.items()}
     gates = "has({0}.spec.schedulingGates) && size({0}.spec.schedulingGates) > 0"
     variables = [
-        {"name": "pools", "expression": f"{json.dumps(places)}[namespaceObject.metadata.name]"},
+        # The pools the namespace's labels name, and their places.
+        {
+            "name": "poolNames",
+            "expression": f"{json.dumps(list(places))}.filter(p, has(namespaceObject.metadata.labels)"
+            f" && ({json.dumps(POOL_LABEL_PREFIX)} + p) in namespaceObject.metadata.labels)",
+        },
+        {"name": "pools", "expression": f"variables.poolNames.map(p, {json.dumps(places)}[p])"},
         {"name": "gated", "expression": gates.format("object")},
         {"name": "wasGated", "expression": f"request.operation == 'UPDATE' && {gates.format('oldObject')}"},
         {
@@ -510,10 +541,12 @@ def tenant_placement_policy(config: PlatformConfig) -> list[Rendered]:
             f" || ({PINNED_BY_AFFINITY})",
             "message": message,
             "messageExpression": f"{json.dumps(message + '; in ')} + namespaceObject.metadata.name + {json.dumps(', all the labels of ')}"
-            f" + {json.dumps(described)}[namespaceObject.metadata.name]",
+            f" + (size(variables.poolNames) == 0 ? '(none)' : variables.poolNames.map(p, {json.dumps(described)}[p]).join(' or '))",
         }
     ]
-    policy, binding = admission_policy("slurm-tenant-placement", "pods", validations, list(places), LABELS, operations=("CREATE", "UPDATE"))
+    policy, binding = admission_policy(
+        "slurm-tenant-placement", "pods", validations, tenant_namespaces_selector(config), LABELS, operations=("CREATE", "UPDATE")
+    )
     policy["spec"]["variables"] = variables
     return [Rendered("placement-policy", policy), Rendered("placement-policy-binding", binding)]
 
@@ -554,7 +587,7 @@ def tenant_service_policy(config: PlatformConfig) -> list[Rendered]:
         },
     ]
     policy, binding = admission_policy(
-        "slurm-tenant-services", "services", validations, tenant_namespace_names(config), LABELS, operations=("CREATE", "UPDATE")
+        "slurm-tenant-services", "services", validations, tenant_namespaces_selector(config), LABELS, operations=("CREATE", "UPDATE")
     )
     return [Rendered("service-policy", policy), Rendered("service-policy-binding", binding)]
 
@@ -589,7 +622,7 @@ def tenant_gpu_device_policy(config: PlatformConfig) -> list[Rendered]:
             "message": "a tenant namespace's pods are placed by default-scheduler, which keeps them off the Slurm workers' nodes",
         },
     ]
-    policy, binding = admission_policy("slurm-tenant-gpu-devices", "pods", validations, tenant_namespace_names(config), LABELS)
+    policy, binding = admission_policy("slurm-tenant-gpu-devices", "pods", validations, tenant_namespaces_selector(config), LABELS)
     policy["spec"]["matchConstraints"]["resourceRules"] += POD_TEMPLATE_RULES
     policy["spec"]["variables"] = [
         {"name": "spec", "expression": POD_SPEC},
@@ -645,7 +678,11 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
             # Holds the tenant's workloads and claims: removing the tenant must not delete them (docs/tenants.md: Tenant namespaces).
             Rendered(
                 f"{tenant.name}-namespace",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.name, "labels": {**LABELS, **POD_SECURITY_LABELS}}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": tenant.name, "labels": {**LABELS, **POD_SECURITY_LABELS, **tenant_namespace_labels(config, tenant)}},
+                },
                 keep=True,
             ),
             Rendered(

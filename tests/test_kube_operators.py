@@ -175,6 +175,9 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
         if cluster.get("namespace", namespace) is None:
             cluster.kubectl("create", "namespace", namespace)
         wait_until(f"ServiceAccount {namespace}/default", partial(cluster.get, "serviceaccount", "default", namespace))
+    # The labels the stack's Namespace carries besides Pod Security's (the probes below are not restricted pods).
+    labels = tenancy.tenant_namespace_labels(config, config.tenants[1])
+    cluster.kubectl("label", "namespace", tenant_namespace, "--overwrite", *(f"{key}={value}" for key, value in labels.items()))
     cluster.apply(manifests)
     try:
         # A tenant namespace's pods select the tenant's nodes (slurm-tenant-placement).
@@ -210,7 +213,7 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
             assert (result.returncode == 0) is allowed, (namespace, priority_class, result.stderr)
             if not allowed:
                 # A tenant namespace's own allow-list may be the first to refuse (slurm-tenant-pods).
-                reasons = ("for namespaces", "may name priority classes")
+                reasons = ("are for namespaces", "are for the namespaces labelled", "may name priority classes")
                 assert "ValidatingAdmissionPolicy" in result.stderr and any(r in result.stderr for r in reasons), result.stderr
     finally:
         for manifest in manifests:

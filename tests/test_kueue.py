@@ -14,7 +14,7 @@ from components import kueue, operator_charts, tenancy
 from components.charts import KUEUE
 from components.config import ConfigError, parse_config
 from components.slurm import operator_module
-from components.slurm.common import worker_placement
+from components.slurm.common import TENANT_NAMESPACE_LABEL, worker_placement
 from components.tenancy import POD_PRIORITY
 from tests import scale
 from tests.harness import stack_config
@@ -104,16 +104,14 @@ def test_kueue_manages_every_workload_of_the_tenant_namespaces():
     values = operator_charts.kueue_values(config)
     configuration = json.loads(values["managerConfig"]["controllerManagerConfigYaml"])
     assert configuration["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and configuration["manageJobsWithoutQueueName"] is True
-    assert configuration["managedJobsNamespaceSelector"] == {
-        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision"]}]
-    }
+    assert configuration["managedJobsNamespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
     assert "pod" in configuration["integrations"]["frameworks"] and "batch/job" in configuration["integrations"]["frameworks"]
     (release,) = [r for r in operator_charts.chart_releases(config) if r.key == KUEUE]
     assert release.values == values
     policies = {m["metadata"]["name"]: m for m in by_kind(config)["ValidatingAdmissionPolicy"]}
     assert set(policies) == {"slurm-tenant-queued-jobs", "slurm-tenant-queued-pods"}
     for policy in policies.values():
-        assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["vision"]
+        assert policy["spec"]["matchConstraints"]["namespaceSelector"] == configuration["managedJobsNamespaceSelector"]
     (job_rule,) = policies["slurm-tenant-queued-jobs"]["spec"]["matchConstraints"]["resourceRules"]
     assert (job_rule["apiGroups"], job_rule["resources"]) == (["batch"], ["jobs"])
     assert "system:serviceaccount:kube-system:job-controller" in policies["slurm-tenant-queued-pods"]["spec"]["validations"][0]["expression"]
@@ -225,6 +223,17 @@ def test_a_tenant_namespace_quota_admits_what_kueue_may_admit_for_it():
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
     raw["tenants"][1]["borrowingCap"] = 2
     assert tenancy.namespace_gpu_quota(parse_config(raw), parse_config(raw).tenants[1]) == 10
+    # Without a borrowing cap: every GPU of the pool's Kueue nodes, which the cohort's sum never exceeds. Not that sum:
+    # adding or removing another Kueue tenant leaves this namespace's quota as it is.
+    del raw["tenants"][1]["borrowingCap"]
+    raw["nodePools"][0]["nodeCount"] = 7  # a Kueue node no cell holds
+    uncapped = parse_config(raw)
+    (pool,) = uncapped.gpu_pools
+    kueue_node_gpus = (pool.node_count - pool.worker_replicas) * pool.gpus_per_node
+    assert kueue_node_gpus > sum(t.kueue_gpus(pool.name) for t in uncapped.tenants) == 16
+    assert tenancy.namespace_gpu_quota(uncapped, uncapped.tenants[1]) == kueue_node_gpus
+    del raw["tenants"][0]["kueueCells"]
+    assert tenancy.namespace_gpu_quota(parse_config(raw), parse_config(raw).tenants[1]) == kueue_node_gpus
     # Without Kueue, the quota is its (Slurm) guarantee, as before.
     plain = copy.deepcopy(stack_config(STACK))
     plain["operators"]["kueue"] = {"enabled": False}

@@ -116,6 +116,14 @@ def relabelled(resources: list[Any], namespace: str, labels: dict[str, str]) -> 
     return out
 
 
+def without_pod_security(resources: list[Any], namespace: str) -> dict[str, str]:
+    """The Namespace's labels but Pod Security's: the tenant label, which the admission policies select, stays."""
+    (labels,) = [
+        r.props["metadata"]["labels"] for r in resources if r.resource_type == hardening.NAMESPACE and r.props["metadata"]["name"] == namespace
+    ]
+    return {str(k): str(v) for k, v in labels.items() if not str(k).startswith("pod-security.kubernetes.io/")}
+
+
 def meta(r: Any, key: str) -> Any:
     return r.props["metadata"].get(key)
 
@@ -147,9 +155,12 @@ def test_dropping_any_piece_of_the_hardening_fails(tenant_stack_resources):
     """Each piece dropped from the tenant namespace alone, and the rule names it."""
     resources = tenant_stack_resources
     drops: dict[str, tuple[list[Any], str]] = {
-        "pod security labels": (relabelled(resources, "vision", dict(tenancy.LABELS)), "pod-security.kubernetes.io/enforce=restricted (has none)"),
+        "pod security labels": (
+            relabelled(resources, "vision", without_pod_security(resources, "vision")),
+            "pod-security.kubernetes.io/enforce=restricted (has none)",
+        ),
         "pod security baseline": (
-            relabelled(resources, "vision", {**tenancy.LABELS, hardening.POD_SECURITY_ENFORCE: "baseline"}),
+            relabelled(resources, "vision", {**without_pod_security(resources, "vision"), hardening.POD_SECURITY_ENFORCE: "baseline"}),
             "(has baseline)",
         ),
         "default-deny": (
@@ -184,7 +195,7 @@ def test_a_binding_that_only_audits_or_a_policy_that_skips_the_namespace_fails(t
             audited.append(resource(r.resource_type, props))
             narrowed.append(r)
         elif r.resource_type == hardening.ADMISSION_POLICY and props["metadata"]["name"] == "slurm-tenant-services":
-            props["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] = ["elsewhere"]
+            props["spec"]["matchConstraints"]["namespaceSelector"] = {"matchLabels": {hardening.NAME_LABEL: "elsewhere"}}
             narrowed.append(resource(r.resource_type, props))
             audited.append(r)
         else:
@@ -197,7 +208,15 @@ def test_a_binding_that_only_audits_or_a_policy_that_skips_the_namespace_fails(t
 def test_a_tenant_namespace_is_known_by_its_objects_even_without_its_labels(tenant_stack_resources):
     unlabelled = relabelled(tenant_stack_resources, "vision", {})
     assert hardening.tenant_namespaces(unlabelled) == {"vision"}
-    one(check(HARDENING, *unlabelled), "pod-security.kubernetes.io/enforce=restricted")
+    # Without its tenant label, no admission policy that selects namespaces covers it either: each one is named (the
+    # priority classes' policy runs in every namespace).
+    messages = check(HARDENING, *unlabelled)
+    expected = ["pod-security.kubernetes.io/enforce=restricted"] + [
+        f"the ValidatingAdmissionPolicy {name} does not cover it"
+        for name in hardening.TENANT_ADMISSION_POLICIES
+        if name != "slurm-tenant-priority-classes"
+    ]
+    assert len(messages) == len(expected) and all(any(fragment in m for m in messages) for fragment in expected), messages
     # Another operator's stack with a tenant namespace passes too; one without tenants has nothing to judge.
     resources = [as_policy_resource(r) for r in run_stack(STACK, tenants=two_teams(STACK)).resources if r.custom]
     assert hardening.tenant_namespaces(resources) == {"team-b"} and check(HARDENING, *resources) == []

@@ -390,7 +390,10 @@ def test_slurm_pods_outrank_every_tenant_class_and_classes_stay_in_their_namespa
     # Each class is admitted only where it belongs: Slurm's in the cluster's namespace, the tenants' in theirs.
     # (The policies scoped to namespaces, what a tenant or the cluster's namespace admits, are run in tests/test_kube_operators.py.)
     everywhere = [policy for policy in stack_map.policies if "namespaceSelector" not in policy["spec"]["matchConstraints"]]
-    admitted = dict(kv for policy in everywhere for kv in admitted_namespaces(policy).items())
+    labels = {
+        r.inputs["metadata"]["name"]: r.inputs["metadata"].get("labels", {}) for r in stack_run(variant).of_type("kubernetes:core/v1:Namespace")
+    }
+    admitted = dict(kv for policy in everywhere for kv in admitted_namespaces(policy, labels).items())
     assert set(admitted) == set(stack_map.priority_classes), variant
     tenant_namespaces = sorted(t.name for t in config.tenants if t.namespace)
     # The operators' class, in the namespaces of the charts whose pods name it.
@@ -401,12 +404,26 @@ def test_slurm_pods_outrank_every_tenant_class_and_classes_stay_in_their_namespa
         assert namespaces == expected, (variant, name)
 
 
-def admitted_namespaces(policy: dict[str, Any]) -> dict[str, list[str]]:
-    """{class: namespaces} from a policy's expression (tests/test_kube_operators.py runs it in a real API server)."""
+def admitted_namespaces(policy: dict[str, Any], namespace_labels: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """{class: namespaces} from a policy's expression, which names them or reads one label, here of the stack's
+    Namespaces (`namespace_labels`, by name). tests/test_kube_operators.py runs it in a real API server."""
     (validation,) = policy["spec"]["validations"]
-    found = re.search(r"priorityClassName in (\[[^\]]*\])\) \|\| namespaceObject\.metadata\.name in (\[[^\]]*\])$", validation["expression"])
+    found = re.search(r"priorityClassName in (\[[^\]]*\])\) \|\| (.*)$", validation["expression"])
     assert found, validation["expression"]
-    classes, namespaces = json.loads(found.group(1)), json.loads(found.group(2))
+    classes, condition = json.loads(found.group(1)), found.group(2)
+    named = re.fullmatch(r"namespaceObject\.metadata\.name in (\[[^\]]*\])", condition)
+    labelled = re.fullmatch(
+        r'has\(namespaceObject\.metadata\.labels\) && ("[^"]+") in namespaceObject\.metadata\.labels'
+        r' && namespaceObject\.metadata\.labels\[\1\] == ("[^"]+")',
+        condition,
+    )
+    assert named or labelled, condition
+    if named:
+        namespaces = json.loads(named.group(1))
+    else:
+        assert labelled
+        key, value = json.loads(labelled.group(1)), json.loads(labelled.group(2))
+        namespaces = [name for name, labels in namespace_labels.items() if labels.get(key) == value]
     return {name: sorted(namespaces) for name in classes}
 
 

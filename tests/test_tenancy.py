@@ -21,7 +21,7 @@ from components.config.identity import derived_id
 from components.identity.entries import seed_ldif
 from components.platform import build_platform
 from components.slurm import ack, common, manifest_of, operator_module, slinky, soperator4
-from components.slurm.common import worker_anti_affinity
+from components.slurm.common import TENANT_NAMESPACE_LABEL, worker_anti_affinity
 from tests.contracts import manifest_errors
 from tests.harness import run_under_mocks, stack_config
 from tests.scale import SIZES, scaled_config
@@ -547,6 +547,11 @@ def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_th
     labels = namespace["metadata"]["labels"]
     for mode in ("enforce", "warn", "audit"):
         assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted" and labels[f"pod-security.kubernetes.io/{mode}-version"] == "v1.30"
+    # The label the tenants' policies, the workers' anti-affinity and Kueue select it by, and its cells' pool.
+    assert labels[TENANT_NAMESPACE_LABEL] == config.cluster.name
+    assert {k: v for k, v in labels.items() if k.startswith(tenancy.POOL_LABEL_PREFIX)} == {
+        tenancy.POOL_LABEL_PREFIX + cell.pool: "true" for cell in config.tenants[1].cells
+    }
     quotas = {q["metadata"]["name"]: q for q in manifest_of(rendered, "ResourceQuota")}
     assert {q["metadata"]["namespace"] for q in quotas.values()} == {"team-b"}
     gpus = config.tenants[1].guaranteed_gpus
@@ -565,7 +570,7 @@ def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_th
     ]
     # The policy for what restricted leaves open, bound to the tenant namespaces only.
     (policy,) = [p for p in manifest_of(rendered, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-pods"]
-    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
     assert len(policy["spec"]["validations"]) == 3
 
 
@@ -579,7 +584,7 @@ def test_tenant_pods_and_pod_templates_may_not_pick_gpus_runtimes_or_schedulers_
         (binding,) = [b for b in manifest_of(rendered, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] == "slurm-tenant-gpu-devices"]
         assert binding["spec"] == {"policyName": "slurm-tenant-gpu-devices", "validationActions": ["Deny"]}, name
         match = policy["spec"]["matchConstraints"]
-        assert match["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"], name
+        assert match["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}, name
         kinds = {(group, resource) for rule in match["resourceRules"] for group in rule["apiGroups"] for resource in rule["resources"]}
         # Every kind with a pod template that the tenant Role lets it create, and pods themselves.
         templated = {
@@ -649,9 +654,13 @@ def test_a_tenant_namespaces_pods_must_select_its_nodes_and_never_the_system_poo
     assert system.selector not in places
     (policy,) = [p for p in manifest_of(tenancy.render(config), "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-placement"]
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
-    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["vision"]
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
+    # The policy names pools, never a tenant: the namespace's pool labels pick its places (run in tests/test_kube_operators.py).
+    assert "vision" not in json.dumps(policy)
+    (namespace,) = [n for n in manifest_of(tenancy.render(config), "Namespace") if n["metadata"]["name"] == "vision"]
+    assert [k for k in namespace["metadata"]["labels"] if k.startswith(tenancy.POOL_LABEL_PREFIX)] == [tenancy.POOL_LABEL_PREFIX + pool.name]
     (pools,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "pools"]
-    assert pools == json.dumps({"vision": places}) + "[namespaceObject.metadata.name]"
+    assert pools == f"variables.poolNames.map(p, {json.dumps({pool.name: places[0]})}[p])"
 
 
 def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level_and_node():
@@ -662,7 +671,7 @@ def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level
         # Every worker pod: required anti-affinity to every pod of the tenant namespaces, per node.
         rendered = json.dumps([r.manifest for r in operator_module(config).render(config)])
         term = worker_anti_affinity(config)["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-        assert term["labelSelector"] == {} and term["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
+        assert term["labelSelector"] == {} and term["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
         assert rendered.count(json.dumps(worker_anti_affinity(config))) == len(config.gpu_pools), name
 
 

@@ -71,18 +71,28 @@ def tenant_namespace_names(config: PlatformConfig) -> list[str]:
     return [t.name for t in config.tenants if t.namespace]
 
 
+# On each tenant namespace the stack declares, with the cluster's name as its value: the workers' anti-affinity, the
+# tenants' admission policies and Kueue select tenant namespaces by it, not by a list of names, so adding a tenant
+# changes none of them (docs/tenants.md: Many tenants in one stack). A tenant's Role writes no Namespace.
+TENANT_NAMESPACE_LABEL = "slurm-platform.io/tenant-of"
+
+
+def tenant_namespaces_selector(config: PlatformConfig) -> dict[str, Any]:
+    """A namespaceSelector of this cluster's tenant namespaces, by their label."""
+    return {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
+
+
 def worker_anti_affinity(config: PlatformConfig) -> dict[str, Any]:
     """A Slurm worker pod's `affinity`: no pod of a tenant namespace on its node. Required pod anti-affinity
     binds both ways: the scheduler places no tenant pod where a worker runs, and no worker where a tenant
     pod runs, whatever the tenant's pod says (tenant pods cannot bypass the scheduler: `spec.nodeName` is
     refused there, tenancy.tenant_pod_policy). Nothing without tenant namespaces."""
-    namespaces = tenant_namespace_names(config)
-    if not namespaces:
+    if not tenant_namespace_names(config):
         return {}
     term = {
         # Empty: every pod of those namespaces, whatever its labels.
         "labelSelector": {},
-        "namespaceSelector": namespaces_named(namespaces),
+        "namespaceSelector": tenant_namespaces_selector(config),
         "topologyKey": HOSTNAME_LABEL,
     }
     return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
@@ -298,15 +308,30 @@ def operator_priority_class(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def priority_class_policy(name: str, classes: list[str], namespaces: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its binding: a pod naming one of `classes` is admitted only
-    in `namespaces`, whoever creates it (a PriorityClass itself is usable from any namespace).
-    On create only: priorityClassName cannot change after creation."""
-    expression = (
-        f"!has(object.spec.priorityClassName) || !(object.spec.priorityClassName in {json.dumps(classes)})"
-        f" || namespaceObject.metadata.name in {json.dumps(namespaces)}"
+# Which namespaces a priority class is for: a CEL condition on namespaceObject, and the same in words.
+AllowedNamespaces = tuple[str, str]
+
+
+def namespaces_in(names: list[str]) -> AllowedNamespaces:
+    return f"namespaceObject.metadata.name in {json.dumps(names)}", f"namespaces {', '.join(names) or '(none)'}"
+
+
+def tenant_namespaces_of(config: PlatformConfig) -> AllowedNamespaces:
+    label = json.dumps(TENANT_NAMESPACE_LABEL)
+    return (
+        f"has(namespaceObject.metadata.labels) && {label} in namespaceObject.metadata.labels"
+        f" && namespaceObject.metadata.labels[{label}] == {json.dumps(config.cluster.name)}",
+        f"the namespaces labelled {TENANT_NAMESPACE_LABEL}={config.cluster.name} (the tenants')",
     )
-    message = f"priority classes {', '.join(classes)} are for namespaces {', '.join(namespaces) or '(none)'} only"
+
+
+def priority_class_policy(name: str, classes: list[str], allowed: AllowedNamespaces, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: a pod naming one of `classes` is admitted only
+    in the `allowed` namespaces, whoever creates it (a PriorityClass itself is usable from any namespace).
+    On create only: priorityClassName cannot change after creation."""
+    condition, described = allowed
+    expression = f"!has(object.spec.priorityClassName) || !(object.spec.priorityClassName in {json.dumps(classes)}) || {condition}"
+    message = f"priority classes {', '.join(classes)} are for {described} only"
     return admission_policy(name, "pods", [{"expression": expression, "message": message}], None, labels)
 
 
@@ -314,20 +339,20 @@ def admission_policy(
     name: str,
     resource: str,
     validations: list[dict[str, str]],
-    namespaces: Optional[list[str]],
+    namespaces: Optional[dict[str, Any]],
     labels: dict[str, str],
     group: str = "",
     version: str = "v1",
     operations: tuple[str, ...] = ("CREATE",),
 ) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy checking every `resource` created (or as `operations` say) in `namespaces`
-    (by name: the label the API server sets; None: in every namespace), whoever sends it, and its binding."""
+    """A ValidatingAdmissionPolicy checking every `resource` created (or as `operations` say) in the namespaces
+    `namespaces` selects (None: in every namespace), whoever sends it, and its binding."""
     metadata = {"name": name, "labels": labels}
     match: dict[str, Any] = {
         "resourceRules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations), "resources": [resource]}]
     }
     if namespaces is not None:
-        match["namespaceSelector"] = namespaces_named(namespaces)
+        match["namespaceSelector"] = namespaces
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -359,7 +384,7 @@ def system_priority(config: PlatformConfig) -> list[Rendered]:
         "preemptionPolicy": "Never",
         "description": f"Slurm cluster {config.cluster.name}: above every tenant class (slurm-platform).",
     }
-    policy, binding = priority_class_policy(name, [name], [config.cluster.namespace], labels)
+    policy, binding = priority_class_policy(name, [name], namespaces_in([config.cluster.namespace]), labels)
     rendered = [Rendered("priority-class", priority_class), Rendered("priority-policy", policy), Rendered("priority-policy-binding", binding)]
     if config.operators.gpu_operator.namespace != config.cluster.namespace:
         critical = admission_policy(
@@ -371,7 +396,7 @@ def system_priority(config: PlatformConfig) -> list[Rendered]:
                     "message": f"{' and '.join(SYSTEM_CRITICAL_CLASSES)} are not for the Slurm cluster's namespace: its pods run at {name}",
                 }
             ],
-            [config.cluster.namespace],
+            namespaces_named([config.cluster.namespace]),
             labels,
         )
         rendered += [Rendered("namespace-priority-policy", critical[0]), Rendered("namespace-priority-policy-binding", critical[1])]
