@@ -74,6 +74,37 @@ def test_no_resource_waits_for_a_list_that_grows_with_the_tenants(runs):
     assert most[160] == most[40], most
 
 
+# What must follow when a tenant is added (docs/tenants.md: Many tenants in one stack): the tenants Job and its script
+# (accounts, QOS, reservations), the directory's seed and reconciler (its group and users), the SlurmCluster (the
+# partitions' AllowAccounts), and what shows use against guarantees (the report, two dashboards, the recording rules).
+FOLLOWS_EVERY_TENANT = {
+    ("ConfigMap", "tenants-sacctmgr-script"),
+    ("Job", "tenants-sacctmgr"),
+    ("Secret", "ldap-seed"),
+    ("ConfigMap", "ldap-reconciler"),
+    ("Job", "ldap-reconcile"),
+    ("SlurmCluster", "slurm-cluster"),
+    ("ConfigMap", "monitoring-configmap-fpt-hpc-fpt-hpc-usage-report"),
+    ("ConfigMap", "monitoring-configmap-monitoring-fpt-hpc-dashboard-tenants"),
+    ("ConfigMap", "monitoring-configmap-monitoring-fpt-hpc-dashboard-jobs"),
+    ("PrometheusRule", "monitoring-prometheusrule-fpt-hpc-fpt-hpc-slurm-platform"),
+}
+
+
+def test_adding_a_tenant_changes_its_own_objects_and_only_what_must_follow(runs):
+    """41 tenants beside 40 (the 41st with a Kueue cell): its 13 objects are new, and of the rest only
+    FOLLOWS_EVERY_TENANT changes. No admission policy, worker NodeSet or other tenant's quota lists the tenants."""
+    raw = scaled_config(41)
+    config = parse_config(raw)
+    after = {r.urn: r for r in run_under_mocks(lambda: build_platform(config), raw, stack="prod-scale").resources}
+    before = {r.urn: r for r in runs[40].resources}
+    added = [after[urn] for urn in after.keys() - before.keys()]
+    assert not before.keys() - after.keys()
+    assert len(added) == 13 and {r.type.rsplit(":", 1)[-1] for r in added} >= {"Namespace", "ClusterQueue", "LocalQueue"}
+    changed = {(r.type.rsplit(":", 1)[-1], r.name) for urn, r in before.items() if urn in after and after[urn].inputs != r.inputs}
+    assert changed == FOLLOWS_EVERY_TENANT
+
+
 SIZE_POLICY = "configmap-secret-size"
 
 
