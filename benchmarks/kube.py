@@ -46,6 +46,8 @@ from tests.engine import Workspace  # noqa: E402
 from tests.kube import KWOK_STACK, LocalCluster, kwok_workspace, wait_until  # noqa: E402
 
 FLOOR_REQUESTS_AT_ONCE = 8
+# One batch of a 160-tenant stack's 2,200 objects took over kubectl's usual 60 s on two busy cores.
+FLOOR_BATCH_TIMEOUT = 600.0
 SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"  # marks a secret value in Pulumi's state
 # What the provider awaits for a kind with no `pulumi.com/waitFor` (kubectl wait's --for).
 AWAITED = {
@@ -139,7 +141,16 @@ def apply_floor(cluster: LocalCluster, objects: list[dict]) -> float:
 
     def apply(batch: list[dict]) -> None:
         if batch:
-            cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=floor", "-f", "-", stdin=yaml.safe_dump_all(batch))
+            cluster.kubectl(
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager=floor",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump_all(batch),
+                timeout=FLOOR_BATCH_TIMEOUT,
+            )
 
     def wait(group: tuple[tuple[str, str, str], set[str]]) -> None:
         (resource_name, namespace, condition), names = group
