@@ -67,7 +67,7 @@ def capacity_map(config: PlatformConfig) -> str:
     for pool in config.gpu_pools:
         gpus = pool.gpus_per_node
         slurm = cell_fit.node_cells(pool.worker_replicas, gpus, cell_requests(config, pool))
-        others = cell_fit.node_cells(pool.node_count - pool.worker_replicas, gpus, cell_requests(config, pool, kueue=True))
+        others = cell_fit.node_cells(pool.kueue_node_count, gpus, cell_requests(config, pool, kueue=True))
         # The config refuses layouts that do not fit, before anything is declared.
         assert slurm is not None and others is not None, f"pool {pool.name}: the tenants' cells do not fit"
         nodes = f"{_count(len(slurm), 'Slurm worker')}" + (f", {_count(len(others), f'{other_role} node')}" if others else "")

@@ -156,8 +156,8 @@ def namespace_pool_gpus(config: PlatformConfig, tenant: TenantConfig) -> dict[st
     limit = kueue_borrowing_limit(tenant)
     gpus = {}
     for pool in config.gpu_pools:
-        kueue_nodes = (pool.node_count - pool.worker_replicas) * pool.gpus_per_node
-        gpus[pool.name] = kueue_nodes if limit is None else min(tenant.kueue_gpus(pool.name) + limit, kueue_nodes)
+        kueue_node_gpus = pool.kueue_node_count * pool.gpus_per_node
+        gpus[pool.name] = kueue_node_gpus if limit is None else min(tenant.kueue_gpus(pool.name) + limit, kueue_node_gpus)
     return gpus
 
 

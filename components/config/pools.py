@@ -101,6 +101,11 @@ class NodePoolConfig(Model):
     def worker_replicas(self) -> int:
         return self.node_count if self.slurm_workers is None else self.slurm_workers
 
+    @property
+    def kueue_node_count(self) -> int:
+        """Its nodes that are not Slurm workers: Kueue's."""
+        return self.node_count - self.worker_replicas
+
 
 # Words of an nvidia.com/gpu.product value that name the maker or a product line, not the model.
 GPU_VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "rtx", "shared")

@@ -377,7 +377,7 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
         if pool.name in kueue_pools and pool.worker_replicas and not pool.kueue_node_labels:
             yield Problem(
                 ("nodePools", k, "kueueNodeLabels"),
-                f"must name the labels of the Kueue nodes of pool '{pool.name}' (the {pool.node_count - pool.worker_replicas} that are "
+                f"must name the labels of the Kueue nodes of pool '{pool.name}' (the {pool.kueue_node_count} that are "
                 "not Slurm workers), as kueueCells use it beside Slurm workers: its selector also matches the Slurm nodes; label those "
                 "nodes (e.g. a node group of their own) and set e.g. kueueNodeLabels: {worker.fptcloud/scheduler: kueue}",
                 {},
@@ -393,7 +393,7 @@ def tenant_problems(config: PlatformConfig) -> Iterator[Problem]:
     # slurmWorkers says less), Kueue's on the rest, where no slurmd pod holds the GPUs.
     for field, capacity, where in (
         ("cells", lambda pool: pool.worker_replicas, "Slurm worker nodes"),
-        ("kueueCells", lambda pool: pool.node_count - pool.worker_replicas, "Kueue nodes (those that are not Slurm workers)"),
+        ("kueueCells", lambda pool: pool.kueue_node_count, "Kueue nodes (those that are not Slurm workers)"),
     ):
         fits = {pool.name: (capacity(pool), pool.gpus_per_node) for pool in config.gpu_pools}
         requests = [
