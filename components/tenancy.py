@@ -11,7 +11,10 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
   opportunistic work on any idle GPU, requeued when a prod or test job needs
   the GPUs back (`Preempt=oppo`, slurm.conf `PreemptType=preempt/qos`);
 - every partition allows the accounts of the tenants holding cells on each of
-  its pools, and every oppo account: guaranteed work stays on its own pools;
+  its pools, and every oppo account: guaranteed work stays on its own pools.
+  From Slurm 24.11 the partitions name parent accounts (one per set of GPU
+  pools, one for oppo) and this script puts each account under its parent, so
+  adding a tenant changes no slurm.conf (components/slurm/common.py `parent_account`);
 - the nodes a tenant's cells fill alone (policies/slurm_rules/cell_fit.py `owned_nodes`) are
   a Slurm reservation `cells.<pool>.<tenant>` (MAGNETIC: its jobs go there
   without asking) open to the tenant and every oppo account: another tenant's
@@ -50,9 +53,13 @@ from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.client import auth_setup, client_pod_spec
 from .slurm.common import (
+    OPPO_PARENT_ACCOUNT,
     TENANT_NAMESPACE_LABEL,
     admission_policy,
     client_slurm_conf,
+    parent_account,
+    partitions_name_parents,
+    pool_set_accounts,
     priority_class_policy,
     tenant_namespace_names,
     tenant_namespaces_of,
@@ -247,7 +254,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
     cluster (a shared slurmdbd has others); any sacctmgr error fails the Job."""
     q = shlex.quote
     cluster = q(config.cluster.name)
-    assoc_format = "format=Account,User,GrpTRES,QOS,DefaultQOS"
+    assoc_format = "format=Account,ParentName,User,GrpTRES,QOS,DefaultQOS"
     lines = [
         "#!/bin/bash",
         "# The tenants' Slurm accounts, QOS and associations (slurm-platform; components/tenancy.py).",
@@ -280,27 +287,38 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             f"elif ! has qos {want}; then sacctmgr -i modify qos where name={level} set {settings}; fi",
         ]
         wanted.append(f"has qos {want}")
+    if partitions_name_parents(config):
+        lines.append("# The parents the partitions allow (components/slurm/common.py partition_options): one per set of GPU pools, one for oppo.")
+        for parent in [*pool_set_accounts(config), OPPO_PARENT_ACCOUNT]:
+            lines += [
+                f"if ! starts assoc '{parent}|'; then sacctmgr -i add account {parent} Cluster={cluster} Organization=slurm-platform "
+                f"Description={q('partitions allow its child accounts')}",
+                f"elif ! starts assoc '{parent}|root||'; then sacctmgr -i modify account where name={parent} cluster={cluster} set Parent=root; fi",
+            ]
+            wanted.append(f"starts assoc '{parent}|root||'")
     for tenant in config.tenants:
-        accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant))]
+        accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant), False)]
         if "oppo" in tenant.priorities:
             cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
-            accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo"))
+            accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo", True))
         lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
-        for account, limit, qos, default in accounts:
-            # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name.
+        for account, limit, qos, default, oppo in accounts:
+            parent = parent_account(config, tenant, oppo)
+            # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name, a user's parent empty.
             shown = f"{'' if limit.endswith('=-1') else limit}|{','.join(sorted(qos))}|{default}"
             settings = f"QOS={','.join(qos)} DefaultQOS={default}"
-            want = q(f"{account}||{shown}")
+            want = q(f"{account}|{parent}||{shown}")
             lines += [
-                f"if ! starts assoc '{account}||'; then sacctmgr -i add account {account} Cluster={cluster} "
+                f"if ! starts assoc '{account}|'; then sacctmgr -i add account {account} Cluster={cluster} Parent={parent} "
                 f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
-                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} set GrpTRES={limit} {settings}; fi",
+                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} "
+                f"set Parent={parent} GrpTRES={limit} {settings}; fi",
             ]
             wanted.append(f"has assoc {want}")
             for user in tenant.user_names:
-                user_want = q(f"{account}|{user}||{','.join(sorted(qos))}|{default}")
+                user_want = q(f"{account}||{user}||{','.join(sorted(qos))}|{default}")
                 lines += [
-                    f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
+                    f"if ! starts assoc '{account}||{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
                     f"elif ! has assoc {user_want}; then sacctmgr -i modify user where name={user} account={account} cluster={cluster} set {settings}; fi",
                 ]
                 wanted.append(f"has assoc {user_want}")

@@ -75,15 +75,15 @@ def test_no_resource_waits_for_a_list_that_grows_with_the_tenants(runs):
 
 
 # What must follow when a tenant is added (docs/tenants.md: Many tenants in one stack): the tenants Job and its script
-# (accounts, QOS, reservations), the directory's seed and reconciler (its group and users), the SlurmCluster (the
-# partitions' AllowAccounts), and what shows use against guarantees (the report, two dashboards, the recording rules).
+# (accounts, QOS, reservations), the directory's seed and reconciler (its group and users), and what shows use against
+# guarantees (the report, two dashboards, the recording rules). Not the SlurmCluster: its partitions name the parents
+# of the tenants' accounts (components/slurm/common.py partition_options), no tenant.
 FOLLOWS_EVERY_TENANT = {
     ("ConfigMap", "tenants-sacctmgr-script"),
     ("Job", "tenants-sacctmgr"),
     ("Secret", "ldap-seed"),
     ("ConfigMap", "ldap-reconciler"),
     ("Job", "ldap-reconcile"),
-    ("SlurmCluster", "slurm-cluster"),
     ("ConfigMap", "monitoring-configmap-fpt-hpc-fpt-hpc-usage-report"),
     ("ConfigMap", "monitoring-configmap-monitoring-fpt-hpc-dashboard-tenants"),
     ("ConfigMap", "monitoring-configmap-monitoring-fpt-hpc-dashboard-jobs"),

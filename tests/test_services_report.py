@@ -160,8 +160,12 @@ def test_the_cronjobs_script_run_as_its_pod_reports_both_tenants(lab, ran):
 def test_the_reports_query_runs_on_slurm_22_05():
     """ACK's oldest Slurm: the same flags, fields and UTC times on 22.05's sacct and slurmdbd. Its lab runs soperator's
     slurm.conf, where 22.05 falls back to select/linear and accounts no GPU (AllocTRES cpu only): the job's own
-    Start and End are what the report reads, to the second of its ElapsedRaw."""
-    config = parse_config(as_operator(copy.deepcopy(LAB_CONFIG), "soperator 4.1.7", "22.05"))
+    Start and End are what the report reads, to the second of its ElapsedRaw. Rendered for images of 22.05, as
+    the lab runs it: partitions naming each tenant's account (22.05 allows no account by its parent)."""
+    document = as_operator(copy.deepcopy(LAB_CONFIG), "soperator 4.1.7", "22.05")
+    document["slurm"]["images"] = {**document["slurm"].get("images", {}), "tag": "4.1.7-slurm22.05.11"}
+    config = parse_config(document)
+    assert str(config.slurm_release) == "22.05"
     with operator_lab("soperator 4.1.7", config, LAB_NODES, USERS, "22.05") as lab:
         applied = tenants_job(lab, config, "tenants")
         assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]

@@ -19,7 +19,7 @@ import pytest
 from components import tenancy
 from components.config import ConfigError, PlatformConfig, parse_config
 from components.slurm import ack, slinky
-from components.slurm.common import accounted_gpu_tres, gres_gpus
+from components.slurm.common import accounted_gpu_tres, gres_gpus, partitions_name_parents
 from components.slurm.release import SlurmRelease, deployed_release
 from tests.harness import stack_config, without_keys_unread_by
 from tests.services import (
@@ -147,15 +147,24 @@ def test_slurmctld_runs_soperator_4_custom_config_with_the_tenants_preemption(la
 def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(lab):
     first = tenants_job(lab, lab.config, "first")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
-    assoc = lab.sacctmgr("show", "assoc", "where", f"cluster={lab.config.cluster.name}", "format=Account,User,GrpTRES,QOS,DefaultQOS").split()
-    expected = ["root|||normal|", "root|root||normal|"]
+    assoc = lab.sacctmgr("show", "assoc", "where", f"cluster={lab.config.cluster.name}", "format=Account,ParentName,User,GrpTRES,QOS,DefaultQOS")
+    expected = ["root||||normal|", "root||root||normal|"]
+    # The parents the partitions allow (every release here takes an account's ancestors): one per set of the
+    # lab's GPU pools, each tenant's account under its pools' one, every oppo account under oppo_accounts.
+    assert partitions_name_parents(lab.config)
+    expected += [f"{parent}|root|||normal|" for parent in ("pools_gpu-c", "pools_gpu-c_gpu-d", "pools_gpu-d", "oppo_accounts")]
     # Each tenant's own researchers (dev-lab: alice and bob in default, carol and dan in vc1).
     members = {t["name"]: [u if isinstance(u, str) else u["name"] for u in t["users"]] for t in LAB_CONFIG["tenants"]}
     assert members == {"default": ["alice", "bob"], "vc1": ["carol", "dan"]}
-    for tenant, cap in (("default", ""), ("vc1", "gres/gpu=1")):
-        expected += [f"{tenant}||gres/gpu=1|prod,test|test", *(f"{tenant}|{u}||prod,test|test" for u in members[tenant])]
-        expected += [f"{tenant}-oppo||{cap}|oppo|oppo", *(f"{tenant}-oppo|{u}||oppo|oppo" for u in members[tenant])]
-    assert sorted(assoc) == sorted(expected)
+    for tenant, pool, cap in (("default", "gpu-c", ""), ("vc1", "gpu-d", "gres/gpu=1")):
+        expected += [f"{tenant}|pools_{pool}||gres/gpu=1|prod,test|test", *(f"{tenant}||{u}||prod,test|test" for u in members[tenant])]
+        expected += [f"{tenant}-oppo|oppo_accounts||{cap}|oppo|oppo", *(f"{tenant}-oppo||{u}||oppo|oppo" for u in members[tenant])]
+    assert sorted(assoc.split()) == sorted(expected), assoc
+    # The partitions name those parents, no tenant's account (adding a tenant changes no slurm.conf).
+    partitions = {
+        f["PartitionName"]: f["AllowAccounts"] for f in map(reservation_fields, lab.run("scontrol", "-o", "show", "partition").stdout.splitlines())
+    }
+    assert partitions == {"gpu-c": "pools_gpu-c,pools_gpu-c_gpu-d,oppo_accounts", "gpu-d": "pools_gpu-d,pools_gpu-c_gpu-d,oppo_accounts"}, partitions
     qos = lab.sacctmgr("show", "qos", "format=Name,Priority,Preempt,PreemptMode").split()
     assert sorted(qos) == sorted(["normal|0||cluster", "oppo|0||requeue", "test|10|oppo|cluster", "prod|100|oppo|cluster"])
     # Each tenant's whole-node cell is a reservation of its pool's node, open to it and every oppo account.

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from slurm_rules import kube_rules
 from slurm_rules.cell_fit import CellRequest, Shortfall, _counted, owned_nodes, placement, shortfalls
+from slurm_rules.slurm_release import SlurmRelease
 
 from components import tenancy
 from components.config import CLUSTER_NAME_MAX, ConfigError, parse_config, platform_storage_classes, quantity_value
@@ -350,26 +351,34 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
         "if ! starts qos 'prod|'; then sacctmgr -i add qos prod Priority=100 Preempt=oppo"
     )
     assert "elif ! has qos 'test|10|oppo|cluster'; then sacctmgr -i modify qos where name=test set Priority=10 Preempt=oppo; fi" in lines
-    # team-a: guaranteed account prod+test, oppo account without cap; added with its settings, modified only when it differs.
-    assert (
-        f"if ! starts assoc 'team-a||'; then sacctmgr -i add account team-a Cluster={cluster} Organization=team-a "
-        f"Description='tenant team-a' GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test" in lines
+    # team-a: guaranteed account prod+test under its pool's parent (the partitions name it), oppo account without cap
+    # under oppo_accounts; added with its settings, modified only where it differs (the parent too: an upgrade moves it).
+    parent = f"pools_{gpu_pool(stack)['name']}"
+    assert lines.index(
+        f"if ! starts assoc '{parent}|'; then sacctmgr -i add account {parent} Cluster={cluster} Organization=slurm-platform "
+        "Description='partitions allow its child accounts'"
+    ) < lines.index(
+        f"if ! starts assoc 'team-a|'; then sacctmgr -i add account team-a Cluster={cluster} Parent={parent} Organization=team-a "
+        f"Description='tenant team-a' GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test"
     )
     assert (
-        f"elif ! has assoc 'team-a||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a cluster={cluster} "
-        f"set GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
+        f"elif ! has assoc 'team-a|{parent}||gres/gpu={gpus}|prod,test|test'; then sacctmgr -i modify account where name=team-a "
+        f"cluster={cluster} set Parent={parent} GrpTRES=gres/gpu={gpus} QOS=prod,test DefaultQOS=test; fi" in lines
     )
-    assert "has assoc 'team-a-oppo|||oppo|oppo' || { echo \"slurmdbd does not hold: 'team-a-oppo|||oppo|oppo'\" >&2; missing=1; }" in lines
+    assert (
+        "has assoc 'team-a-oppo|oppo_accounts|||oppo|oppo' || "
+        "{ echo \"slurmdbd does not hold: 'team-a-oppo|oppo_accounts|||oppo|oppo'\" >&2; missing=1; }" in lines
+    )
     for user in ("alice", "bob"):
         for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
-            assert f"if ! starts assoc '{account}|{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
+            assert f"if ! starts assoc '{account}||{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} QOS={qos}" in lines
     # team-b: test only inside its guarantee, oppo capped at 4.
     assert (
-        f"elif ! has assoc 'team-b-oppo||gres/gpu=4|oppo|oppo'; then sacctmgr -i modify account where name=team-b-oppo cluster={cluster} set GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo; fi"
-        in lines
+        f"elif ! has assoc 'team-b-oppo|oppo_accounts||gres/gpu=4|oppo|oppo'; then sacctmgr -i modify account where name=team-b-oppo "
+        f"cluster={cluster} set Parent=oppo_accounts GrpTRES=gres/gpu=4 QOS=oppo DefaultQOS=oppo; fi" in lines
     )
     assert (
-        f"elif ! has assoc 'team-b|carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
+        f"elif ! has assoc 'team-b||carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
         in lines
     )
     assert "set -euo pipefail" in lines and lines[-1] == "exit $missing"
@@ -798,12 +807,25 @@ def test_a_tenants_account_may_use_only_the_partitions_over_its_cells_pools_and_
     config = with_tenants(*teams, stack=stack, slurm=slurm, nodePools=raw_pools)
     options = partition_lines(config)
     assert set(options) == {"main", pool["name"], "other"}
-    # team-b has no oppo level: no team-b-oppo account.
-    assert options[pool["name"]].endswith(" AllowAccounts=team-a,team-c,team-a-oppo,team-c-oppo")
-    assert options["other"].endswith(" AllowAccounts=team-b,team-c,team-a-oppo,team-c-oppo")
-    assert options["main"].endswith(" AllowAccounts=team-c,team-a-oppo,team-c-oppo")  # only team-c holds cells on both pools
-    no_oppo = with_tenants({**teams[1], "priorities": ["prod"]}, stack=stack, slurm=slurm, nodePools=raw_pools)
-    assert partition_lines(no_oppo)[pool["name"]].endswith(" AllowAccounts=root")
+    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    if config.slurm_release >= SlurmRelease(24, 11):
+        # The partitions name parents, no tenant: each tenant's account sits under the parent of its cells' pools.
+        both = "pools_" + "_".join(sorted([pool["name"], "other"]))
+        assert options[pool["name"]].endswith(f" AllowAccounts=pools_{pool['name']},{both},oppo_accounts")
+        assert options["other"].endswith(f" AllowAccounts=pools_other,{both},oppo_accounts")
+        assert options["main"].endswith(f" AllowAccounts={both},oppo_accounts")
+        for account, parent in (("team-a", f"pools_{pool['name']}"), ("team-b", "pools_other"), ("team-c", both), ("team-a-oppo", "oppo_accounts")):
+            assert f"sacctmgr -i add account {account} Cluster={config.cluster.name} Parent={parent} " in script, account
+        assert f"sacctmgr -i add account {both} Cluster={config.cluster.name} " in script
+        assert "team-b-oppo" not in script  # team-b has no oppo level
+    else:
+        # Below 24.11 Slurm compares the job's account alone: the partitions name each tenant's (team-b has no oppo level).
+        assert options[pool["name"]].endswith(" AllowAccounts=team-a,team-c,team-a-oppo,team-c-oppo")
+        assert options["other"].endswith(" AllowAccounts=team-b,team-c,team-a-oppo,team-c-oppo")
+        assert options["main"].endswith(" AllowAccounts=team-c,team-a-oppo,team-c-oppo")  # only team-c holds cells on both pools
+        assert "Parent=root " in script and "Parent=pools_" not in script and "oppo_accounts" not in script
+        no_oppo = with_tenants({**teams[1], "priorities": ["prod"]}, stack=stack, slurm=slurm, nodePools=raw_pools)
+        assert partition_lines(no_oppo)[pool["name"]].endswith(" AllowAccounts=root")
     assert all("AllowAccounts" not in line for line in partition_lines(parse_config({**stack_config(stack), "tenants": []})).values())
 
 
@@ -912,3 +934,26 @@ def test_kubernetes_groups_that_would_bind_everyone_or_nothing_are_refused(group
     with pytest.raises(ConfigError) as error:
         parse_config(raw)
     assert line in str(error.value)
+
+
+def test_partitions_name_each_tenant_past_the_parent_accounts_bound():
+    """Past MAX_POOLS_FOR_PARENT_ACCOUNTS GPU pools a partition over one pool would name 2^(n-1) parents: each
+    tenant's account instead, as below 24.11, and the script puts every account under root."""
+    stack = OPERATOR_STACKS["soperator 4.1.7"]
+    pool = gpu_pool(stack)
+    count = common.MAX_POOLS_FOR_PARENT_ACCOUNTS + 1
+    pools = [{**pool, "name": f"g{i}", "selector": {key: f"g{i}" for key in pool["selector"]}} for i in range(count)]
+    for extra in pools:
+        extra.pop("karpenter", None)
+    raw_pools = [p for p in stack_config(stack)["nodePools"] if not p.get("gpusPerNode")]
+    team = {"name": "team-a", "cells": [{"pool": "g0", "gpusPerCell": 1, "cells": 1}]}
+    slurm = {k: v for k, v in stack_config(stack).get("slurm", {}).items() if k != "partitions"}
+    wide = with_tenants(team, stack=stack, slurm=slurm, nodePools=raw_pools + pools)
+    narrow = with_tenants(team, stack=stack, slurm=slurm, nodePools=raw_pools + pools[:-1])
+    assert wide.slurm_release >= common.ANCESTOR_ALLOWS_SINCE and not common.partitions_name_parents(wide)
+    assert partition_lines(wide)["g0"].endswith(" AllowAccounts=team-a,team-a-oppo")
+    assert "Parent=pools_" not in tenancy.sacctmgr_script(wide, operator_module(wide).accounting_client(wide))
+    # One pool fewer: 32 parents on g0's partition, every one holding g0.
+    assert common.partitions_name_parents(narrow)
+    named = partition_lines(narrow)["g0"].split(" AllowAccounts=")[1].split(",")
+    assert len(named) == 2 ** (count - 2) + 1 and all("g0" in name.split("_") for name in named[:-1]) and named[-1] == "oppo_accounts"

@@ -3,12 +3,15 @@ pod placement on a pool, and where users SSH to."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable
 from typing import Any, Optional
 
 from slurm_rules import kube_rules, slurm_options
+from slurm_rules.slurm_release import SlurmRelease
 
-from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, login_lb_annotations, quantity_value
+from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, TenantConfig, login_lb_annotations, quantity_value
 from ..identity.names import TLS_CA_KEY
 from . import AccountingClient, ReadyWhen, Rendered
 
@@ -271,6 +274,45 @@ def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
     )
 
 
+# Partitions name parent accounts, not tenants, where the release's AllowAccounts takes an account's
+# ancestors (measured on 24.11 and 26.05; 22.05 compares the job's account alone): a tenant's account sits
+# under the parent of the GPU pools it holds cells on, every oppo account under one parent, so adding a
+# tenant changes no partition. Up to this many GPU pools: a partition spanning one of n pools names the
+# 2^(n-1) pool sets that contain it, 32 at most.
+ANCESTOR_ALLOWS_SINCE = SlurmRelease(24, 11)
+MAX_POOLS_FOR_PARENT_ACCOUNTS = 6
+POOL_SET_ACCOUNT_PREFIX = "pools_"  # "_" is in no tenant name (a DNS label): no tenant's account can take these
+OPPO_PARENT_ACCOUNT = "oppo_accounts"
+
+
+def partitions_name_parents(config: PlatformConfig) -> bool:
+    """Whether partitions allow parent accounts (see ANCESTOR_ALLOWS_SINCE) rather than each tenant's."""
+    return config.slurm_release >= ANCESTOR_ALLOWS_SINCE and len(config.gpu_pools) <= MAX_POOLS_FOR_PARENT_ACCOUNTS
+
+
+def pool_set_account(pools: Iterable[str]) -> str:
+    """The parent account of the tenants holding cells on exactly these GPU pools."""
+    return POOL_SET_ACCOUNT_PREFIX + "_".join(sorted(pools))
+
+
+def pool_set_accounts(config: PlatformConfig, within: Iterable[str] = ()) -> list[str]:
+    """The parent account of every set of GPU pools that holds all of `within` (of every set, by default)."""
+    required = set(within)
+    others = [pool.name for pool in config.gpu_pools if pool.name not in required]
+    subsets = (combo for size in range(len(others) + 1) for combo in itertools.combinations(others, size))
+    return [pool_set_account(required | set(combo)) for combo in subsets if required or combo]
+
+
+def parent_account(config: PlatformConfig, tenant: TenantConfig, oppo: bool) -> str:
+    """Where one of the tenant's accounts (its oppo one if `oppo`) sits in Slurm's tree of accounts."""
+    if not partitions_name_parents(config):
+        return "root"
+    if oppo:
+        return OPPO_PARENT_ACCOUNT
+    # No cells on a GPU pool (Kueue's only): under root, which no partition names.
+    return pool_set_account(tenant.pools) if tenant.pools else "root"
+
+
 def partition_options(config: PlatformConfig, partition: PartitionConfig) -> str:
     """A partition's slurm.conf options. With tenants, guaranteed work stays on the pools of its cells:
     a tenant's account may use a partition only if it holds cells on every pool the partition spans,
@@ -278,8 +320,11 @@ def partition_options(config: PlatformConfig, partition: PartitionConfig) -> str
     if not config.tenants:
         return partition.config
     spanned = set(partition.pools) or {pool.name for pool in config.gpu_pools}
-    accounts = [t.name for t in config.tenants if spanned <= t.pools]
-    accounts += [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
+    if partitions_name_parents(config):
+        accounts = [*pool_set_accounts(config, spanned), OPPO_PARENT_ACCOUNT]
+    else:
+        accounts = [t.name for t in config.tenants if spanned <= t.pools]
+        accounts += [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
     # Nobody's: only Slurm's own root account (an administrator's) may use it.
     return f"{partition.config} AllowAccounts={','.join(accounts) or 'root'}"
 
