@@ -181,6 +181,40 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     assert lab.run("scontrol", "-o", "show", "reservation").stdout == reservations and "retrying" not in second.stdout, second.stdout
 
 
+def parents(lab) -> dict[str, str]:
+    """Each account's parent in the lab cluster's tree, as slurmdbd holds it."""
+    rows = lab.sacctmgr("show", "assoc", "where", f"cluster={lab.config.cluster.name}", "format=Account,ParentName,User")
+    return {account: parent for account, parent, user in (row.split("|") for row in rows.split()) if not user}
+
+
+@pytest.mark.parametrize("lab", SOPERATOR4[-1:], indirect=True)
+def test_an_upgraded_clusters_accounts_move_under_the_parents_the_partitions_name(lab):
+    """A stack deployed before partitions named parents (or rendered for Slurm before 24.11) holds every account
+    under root; the next tenants Job moves each under its parent, with its users, and a rerun changes nothing."""
+    flat_document = as_operator(LAB_CONFIG, lab.operator, lab.release)
+    flat_document["slurm"]["images"] = {**flat_document["slurm"].get("images", {}), "tag": "4.1.7-slurm24.05.8"}
+    flat = parse_config(flat_document)
+    assert not partitions_name_parents(flat) and partitions_name_parents(lab.config)
+    before = tenants_job(lab, flat, "flat")
+    assert before.returncode == 0, before.stdout[-2000:] + before.stderr[-2000:]
+    tenant_accounts = ["default", "default-oppo", "vc1", "vc1-oppo"]
+    assert {account: parents(lab)[account] for account in tenant_accounts} == dict.fromkeys(tenant_accounts, "root")
+    moved = tenants_job(lab, lab.config, "moved")
+    assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
+    expected = {"default": "pools_gpu-c", "default-oppo": "oppo_accounts", "vc1": "pools_gpu-d", "vc1-oppo": "oppo_accounts"}
+    assert {account: parents(lab)[account] for account in tenant_accounts} == expected
+    users = lab.sacctmgr("show", "assoc", "where", "account=vc1", f"cluster={lab.config.cluster.name}", "format=User").split()
+    assert sorted(users) == ["carol", "dan"]
+    transactions = lab.sacctmgr("list", "transactions")
+    again = tenants_job(lab, lab.config, "again")
+    assert again.returncode == 0 and lab.sacctmgr("list", "transactions") == transactions, again.stderr[-2000:]
+    # carol's guaranteed job runs on vc1's pool and is refused on default's, as before the move.
+    refused = lab.sbatch("carol", "-A", "vc1", "-q", "prod", "-p", "gpu-c", "--wrap", "sleep 1", check=False)
+    assert refused.returncode != 0 and "Invalid account or account/partition combination" in refused.stderr, refused.stderr
+    assert lab.sbatch("carol", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--wrap", "sleep 1", check=False).returncode == 0
+    cancel_all(lab)
+
+
 @pytest.mark.parametrize("lab", CONFIGURATIONS, indirect=True)
 def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
     # The client slurm.conf as it was before it named a controller: sacctmgr's fatal error, at once.
