@@ -915,8 +915,8 @@ def start_slurmds(lab: OperatorLab, files: ClusterFiles, nodes: Mapping[str, tup
         raise AssertionError(f"{error}\nsinfo:\n{states}\n{slurmd_logs}\nslurmctld:\n{lab.log('slurmctld')[-3000:]}") from None
 
 
-def reservation_fields(line: str) -> dict[str, str]:
-    """One line of `scontrol -o show reservation`, by field."""
+def scontrol_fields(line: str) -> dict[str, str]:
+    """One line of `scontrol -o show reservation` (or `partition`), by field."""
     return dict(field.split("=", 1) for field in line.split() if "=" in field)
 
 

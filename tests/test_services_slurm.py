@@ -37,7 +37,7 @@ from tests.services import (
     lab_base,
     nvidia_devices,
     operator_lab,
-    reservation_fields,
+    scontrol_fields,
     slinky_slurm_conf,
     tenants_job,
     wait_for,
@@ -162,14 +162,14 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     assert sorted(assoc.split()) == sorted(expected), assoc
     # The partitions name those parents, no tenant's account (adding a tenant changes no slurm.conf).
     partitions = {
-        f["PartitionName"]: f["AllowAccounts"] for f in map(reservation_fields, lab.run("scontrol", "-o", "show", "partition").stdout.splitlines())
+        f["PartitionName"]: f["AllowAccounts"] for f in map(scontrol_fields, lab.run("scontrol", "-o", "show", "partition").stdout.splitlines())
     }
     assert partitions == {"gpu-c": "pools_gpu-c,pools_gpu-c_gpu-d,oppo_accounts", "gpu-d": "pools_gpu-d,pools_gpu-c_gpu-d,oppo_accounts"}, partitions
     qos = lab.sacctmgr("show", "qos", "format=Name,Priority,Preempt,PreemptMode").split()
     assert sorted(qos) == sorted(["normal|0||cluster", "oppo|0||requeue", "test|10|oppo|cluster", "prod|100|oppo|cluster"])
     # Each tenant's whole-node cell is a reservation of its pool's node, open to it and every oppo account.
     reservations = lab.run("scontrol", "-o", "show", "reservation").stdout
-    held = {f["ReservationName"]: (f["Nodes"], f["Accounts"], f["Flags"]) for f in map(reservation_fields, reservations.splitlines())}
+    held = {f["ReservationName"]: (f["Nodes"], f["Accounts"], f["Flags"]) for f in map(scontrol_fields, reservations.splitlines())}
     assert held == {
         "cells.gpu-c.default": ("gpu-c-0", "default,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
         "cells.gpu-d.vc1": ("gpu-d-0", "vc1,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
@@ -227,7 +227,7 @@ def test_the_tenants_job_fails_fast_on_a_fatal_error(lab):
 
 
 def reservations_held(lab) -> dict[str, str]:
-    return {f["ReservationName"]: f["Nodes"] for f in map(reservation_fields, lab.run("scontrol", "-o", "show", "reservation").stdout.splitlines())}
+    return {f["ReservationName"]: f["Nodes"] for f in map(scontrol_fields, lab.run("scontrol", "-o", "show", "reservation").stdout.splitlines())}
 
 
 def submit(lab, user, *args):

@@ -10,7 +10,7 @@ import pytest
 
 from components.config import parse_config
 from tests.harness import stack_config
-from tests.services import as_operator, operator_lab, reservation_fields, tenants_job, wait_for
+from tests.services import as_operator, operator_lab, scontrol_fields, tenants_job, wait_for
 from tests.test_services_slurm import EXPERIMENTS
 
 NODES = {"gpu-c-0": ("gpu-c", 4), "gpu-c-1": ("gpu-c", 4), "gpu-d-0": ("gpu-d", 1)}
@@ -54,7 +54,7 @@ def queue(lab):
 
 
 def held(lab) -> dict[str, str]:
-    return {f["ReservationName"]: f["Nodes"] for f in map(reservation_fields, lab.run("scontrol", "-o", "show", "reservation").stdout.splitlines())}
+    return {f["ReservationName"]: f["Nodes"] for f in map(scontrol_fields, lab.run("scontrol", "-o", "show", "reservation").stdout.splitlines())}
 
 
 def submit(lab, user, *args) -> str:
