@@ -273,6 +273,18 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         "# has VAR LINE: that exact line; starts VAR PREFIX: a line starting so.",
         "has() { [[ $'\\n'${!1}$'\\n' == *$'\\n'\"$2\"$'\\n'* ]]; }",
         "starts() { [[ $'\\n'${!1} == *$'\\n'\"$2\"* ]]; }",
+        "# modify_account ACCOUNT PARENT LISTED SETTING...: moved where its parent differs, then set where its settings",
+        "# (LISTED: GrpTRES|QOS|DefaultQOS as its line ACCOUNT|PARENT||... lists them) differ: a modify that changes nothing fails.",
+        "modify_account() {",
+        "  local account=$1 parent=$2 listed=$3 line; shift 3",
+        f'  starts assoc "$account|$parent|" || sacctmgr -i modify account where name="$account" cluster={cluster} set Parent="$parent"',
+        "  while IFS= read -r line; do",
+        '    if [[ $line == "$account|"?*"||"* && $line != "$account||"* ]]; then',
+        f'      [[ ${{line#"$account|"*"||"}} == "$listed" ]] || sacctmgr -i modify account where name="$account" cluster={cluster} set "$@"',
+        "      return",
+        "    fi",
+        '  done <<<"$assoc"',
+        "}",
         "read_state",
         f"has clusters {cluster} || sacctmgr -i add cluster {cluster}",
         "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
@@ -311,8 +323,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             lines += [
                 f"if ! starts assoc '{account}|'; then sacctmgr -i add account {account} Cluster={cluster} Parent={parent} "
                 f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
-                f"elif ! has assoc {want}; then sacctmgr -i modify account where name={account} cluster={cluster} "
-                f"set Parent={parent} GrpTRES={limit} {settings}; fi",
+                f"elif ! has assoc {want}; then modify_account {account} {parent} {q(shown)} GrpTRES={limit} {settings}; fi",
             ]
             wanted.append(f"has assoc {want}")
             for user in tenant.user_names:
