@@ -15,7 +15,7 @@ from itertools import groupby
 from slurm_rules import cell_fit
 
 from .config import NodePoolConfig, PlatformConfig
-from .tenancy import RESERVATION_PREFIX, cell_requests, reservations
+from .tenancy import cell_requests, reservations
 
 
 def _cells(node: tuple[tuple[str, int], ...], gpus_per_node: int) -> str:
@@ -28,17 +28,20 @@ def _cells(node: tuple[tuple[str, int], ...], gpus_per_node: int) -> str:
     return ", ".join(parts + ([f"free {free}"] if free else []))
 
 
-def _holder(node: tuple[tuple[str, int], ...], pool: NodePoolConfig, reserved: set[str]) -> str:
+Reserved = dict[tuple[str, str], str]  # a reservation's name by its pool and tenant
+
+
+def _holder(node: tuple[tuple[str, int], ...], pool: NodePoolConfig, reserved: Reserved) -> str:
     tenants = {tenant for tenant, _ in node}
     if len(tenants) > 1:
         return "shared: each tenant's count protects it"
     if len(tenants) == 1:
-        name = f"{RESERVATION_PREFIX}{pool.name}.{tenants.pop()}"
-        return f"reservation {name}" if name in reserved else "no reservation: no partition holds the pool"
+        name = reserved.get((pool.name, tenants.pop()))
+        return f"reservation {name}" if name else "no reservation: no partition holds the pool"
     return ""
 
 
-def _rows(role: str, first: int, layout: list[tuple[tuple[str, int], ...]], pool: NodePoolConfig, reserved: set[str]) -> list[str]:
+def _rows(role: str, first: int, layout: list[tuple[tuple[str, int], ...]], pool: NodePoolConfig, reserved: Reserved) -> list[str]:
     """One row per run of nodes that look the same: `slurm 3-4  free 8`."""
     described = [(_cells(node, pool.gpus_per_node), _holder(node, pool, reserved) if role == "slurm" else "") for node in layout]
     rows = []
@@ -61,7 +64,7 @@ def _count(count: int, noun: str) -> str:
 
 def capacity_map(config: PlatformConfig) -> str:
     """Every GPU pool's layout, as text for the preview and the `capacityMap` output."""
-    reserved = {r.name for r in reservations(config)}
+    reserved = {(r.pool, r.tenant): r.name for r in reservations(config)}
     other_role = "kueue" if config.operators.kueue.enabled else "other"
     lines = ["Tenants' cells per GPU pool (node numbers are places, not names):"]
     for pool in config.gpu_pools:

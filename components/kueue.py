@@ -140,17 +140,21 @@ def queue_policies(config: PlatformConfig) -> list[Rendered]:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    """Everything Kueue adds; nothing unless operators.kueue.enabled."""
+    """Everything Kueue adds; nothing unless operators.kueue.enabled. The flavors, priorities and policies are the
+    platform stack's; each stack declares its own tenants' queues."""
     if not config.operators.kueue.enabled:
         return []
-    queued = [tenant for tenant in config.tenants if tenant.namespace]
-    return [
+    queued = [tenant for tenant in config.own_tenants if tenant.namespace]
+    cluster_wide = [
         *(Rendered(f"{pool.name}-topology", topology(config, pool)) for pool in config.gpu_pools),
         *(Rendered(f"{pool.name}-flavor", resource_flavor(config, pool)) for pool in config.gpu_pools),
         *(Rendered(f"{level}-priority", workload_priority_class(level)) for level in LEVELS),
+    ]
+    return [
+        *(cluster_wide if config.role == "platform" else []),
         *(Rendered(f"{tenant.name}-cluster-queue", cluster_queue(config, tenant)) for tenant in queued),
         *(Rendered(f"{tenant.name}-local-queue", local_queue(tenant)) for tenant in queued),
-        *(queue_policies(config) if queued else []),
+        *(queue_policies(config) if config.role == "platform" and any(t.namespace for t in config.tenants) else []),
     ]
 
 
@@ -170,5 +174,5 @@ class Kueue(pulumi.ComponentResource):
                 after.append(namespaces[manifest["metadata"]["namespace"]])
             resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=after or None))
             declared[(manifest["kind"], name_of)] = resource
-        self.queues = pulumi.Output.from_input({t.name: t.name if t.namespace else None for t in config.tenants})
+        self.queues = pulumi.Output.from_input({t.name: t.name if t.namespace else None for t in config.own_tenants})
         self.register_outputs({"queues": self.queues})

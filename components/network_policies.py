@@ -34,7 +34,7 @@ from .declare import declare
 from .identity import reconciler
 from .identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from .slurm import PodRoles, Rendered, Selector, operator_module
-from .slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL, namespaces_named, tenant_namespace_names
+from .slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL, namespaces_named
 
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
 SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT = 6817, 6818, 6819, 6820
@@ -205,9 +205,9 @@ def cluster_policies(config: PlatformConfig) -> list[dict[str, Any]]:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    """Every policy: the cluster namespace's, then each owned tenant namespace's (roles `tenant-<name>-...`)."""
-    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config)]
-    for namespace in tenant_namespace_names(config):
+    """Every policy: the cluster namespace's (the platform stack's), then each of the stack's tenant namespaces' (roles `tenant-<name>-...`)."""
+    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config)] if config.role == "platform" else []
+    for namespace in [t.name for t in config.own_tenants if t.namespace]:
         rendered += [Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p) for p in tenant_policies(config, namespace)]
     return rendered
 

@@ -26,6 +26,7 @@ from .slurm import operator_module, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 from .tenancy import Tenants
+from .tenant_stacks import platform_problems, release_problems, tenants_by_stack, unlisted_warning
 
 CLIENT_QPS, CLIENT_BURST = 200, 400
 
@@ -52,8 +53,38 @@ def last_outputs(previous: pulumi.StackReference) -> dict[str, Any]:
     return outputs or {}
 
 
+def build_tenant_stack(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
+    """A tenant stack (tenantStack set): its own tenants' namespace objects, queues, policies and Slurm accounts, against
+    the platform stack that deployed the rest. It checks what that stack deployed before registering anything."""
+    if problems := release_problems(config):
+        raise refusal(problems, config.secret_keys, pulumi.get_stack())
+    platform = last_outputs(pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{config.platform_stack}"))
+    if problems := platform_problems(config, platform):
+        raise refusal(problems, config.secret_keys, pulumi.get_stack())
+    warn(unlisted_warning(config, platform))
+    provider = provider or kubernetes_provider(config)
+    opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    # Its accounts' Job waits for slurmdbd itself: the platform stack deployed it.
+    tenants = Tenants("tenants", config, [], opts=opts)
+    kueue = Kueue("kueue", config, tenants.namespaces, opts=opts) if config.operators.kueue.enabled else None
+    if config.network_policies.enabled:
+        NetworkPolicies("network-policies", config, tenants.namespaces, opts=opts)
+    # The whole cluster's layout: every stack's tenants, as every stack of the cluster packs them.
+    layout = capacity_map(config)
+    pulumi.log.info(layout)
+    return {
+        "platformStack": pulumi.Output.from_input(config.platform_stack),
+        "clusterName": pulumi.Output.from_input(config.cluster.name),
+        "tenants": tenants.summary,
+        "capacityMap": pulumi.Output.from_input(layout.splitlines()),
+        **({"kueueQueues": kueue.queues} if kueue else {}),
+    }
+
+
 def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
     """Declare every component; return the stack outputs."""
+    if config.role == "tenants":
+        return build_tenant_stack(config, provider)
     # What this stack exported last time: the baseline of the preview-time warnings, and of the
     # operator moves, checked before anything else is registered.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
@@ -179,6 +210,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         "k8sNodeFilters": pools.node_filters,
         "nodePoolCapacity": pools.capacity,
         **({"tenants": tenants.summary, "capacityMap": pulumi.Output.from_input(layout.splitlines() if layout else [])} if tenants else {}),
+        # What its tenant stacks' previews compare their own tenants with (components/tenant_stacks.py).
+        **({"tenantStacks": pulumi.Output.from_input(tenants_by_stack(config))} if config.shares_tenants else {}),
         **({"kueueQueues": kueue.queues} if kueue else {}),
         **({"monitoring": monitoring.summary} if monitoring else {}),
     }

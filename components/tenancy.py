@@ -49,6 +49,7 @@ from slurm_rules import cell_fit, kube_rules
 
 from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_storage_classes, quantity_value
+from .config.tenants import cell_entries
 from .declare import declare, secret_fields
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.client import auth_setup, client_pod_spec
@@ -119,9 +120,14 @@ def borrowable_gpus(config: PlatformConfig, tenant: TenantConfig) -> int:
     return others if tenant.borrowing_cap is None else min(tenant.borrowing_cap, others)
 
 
+def script_name(config: PlatformConfig) -> str:
+    """The tenants ConfigMap: `<cluster>-tenants`, a tenant stack's `<cluster>-tenants-<stack>` (each stack runs its own)."""
+    return f"{config.cluster.name}-tenants" + (f"-{config.stack}" if config.role == "tenants" else "")
+
+
 def job_name(config: PlatformConfig) -> str:
-    """`<cluster>-tenants-<hash>`, the cluster part cut to fit: a Job's name is its pods' `job-name` label (63 at most)."""
-    suffix = f"-tenants-{tenants_hash(config)}"
+    """`<cluster>-tenants[-<stack>]-<hash>`, the cluster part cut to fit: a Job's name is its pods' `job-name` label (63 at most)."""
+    suffix = script_name(config)[len(config.cluster.name) :] + f"-{tenants_hash(config)}"
     return config.cluster.name[: kube_rules.LABEL_VALUE_MAX - len(suffix)].rstrip("-") + suffix
 
 
@@ -183,15 +189,19 @@ def namespace_compute_quota(config: PlatformConfig, tenant: TenantConfig) -> dic
 
 
 def tenants_hash(config: PlatformConfig) -> str:
-    """Short hash of the tenants as configured: the Job's name carries it."""
-    document = json.dumps([t.model_dump(mode="json", by_alias=True) for t in config.tenants], sort_keys=True)
+    """Short hash of what the Job applies, which its name carries: the stack's tenants as configured and, where other
+    stacks share the cluster, what their cells decide here (the nodes of its reservations, the oppo accounts they admit)."""
+    applied: list[Any] = [t.model_dump(mode="json", by_alias=True) for t in config.own_tenants]
+    if config.shares_tenants:
+        applied += [[r.name, r.nodes, r.accounts] for r in own_reservations(config)]
+    document = json.dumps(applied, sort_keys=True)
     return hashlib.sha256(document.encode()).hexdigest()[:10]
 
 
 def cells_document(config: PlatformConfig) -> str:
-    """The guaranteed cells as plain JSON, for the policy pack's fit check of the rendered stack."""
-    cells = [{"tenant": t.name, "pool": c.pool, "gpusPerCell": c.gpus_per_cell, "cells": c.cells} for t in config.tenants for c in t.cells]
-    return json.dumps(cells, indent=1)
+    """The stack's guaranteed cells as plain JSON, for the policy pack's fit check of the rendered stack (beside other
+    stacks' cells, which its config carries where stacks share the cluster: tools/policy_configs.py)."""
+    return json.dumps(cell_entries(config.own_tenants), indent=1)
 
 
 @dataclass(frozen=True)
@@ -199,10 +209,15 @@ class Reservation:
     """Whole nodes of a pool kept for one tenant's cells (and every oppo account)."""
 
     name: str
+    pool: str
     nodes: int
     feature: Optional[str]  # the pool's Slurm node feature; None: every node is the pool's
     partition: Optional[str]  # where Slurm picks the nodes; None: the default partition
     accounts: tuple[str, ...]
+
+    @property
+    def tenant(self) -> str:
+        return self.accounts[0]
 
 
 def reservation_partition(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
@@ -225,8 +240,13 @@ def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = Fa
     ]
 
 
+def reservation_prefix(config: PlatformConfig, stack: Optional[str]) -> str:
+    """`cells.`, and `cells.<stack>.` for a tenant stack's tenants: each stack's Job keeps (and deletes) its own alone."""
+    return RESERVATION_PREFIX + (f"{stack}." if stack else "")
+
+
 def reservations(config: PlatformConfig) -> list[Reservation]:
-    """Per pool, a reservation for each tenant with nodes of its own in the placement of every cell."""
+    """Per pool, a reservation for each tenant of the cluster with nodes of its own in the placement of every cell."""
     module = operator_module(config)
     oppo = oppo_accounts(config)
     found = []
@@ -238,8 +258,15 @@ def reservations(config: PlatformConfig) -> list[Reservation]:
         for tenant, nodes in cell_fit.owned_nodes(pool.worker_replicas, pool.gpus_per_node, requests).items():
             if nodes:
                 accounts = (tenant, *oppo)
-                found.append(Reservation(f"{RESERVATION_PREFIX}{pool.name}.{tenant}", nodes, module.pool_feature(config, pool), partition, accounts))
+                name = f"{reservation_prefix(config, config.stack_of(tenant))}{pool.name}.{tenant}"
+                found.append(Reservation(name, pool.name, nodes, module.pool_feature(config, pool), partition, accounts))
     return found
+
+
+def own_reservations(config: PlatformConfig) -> list[Reservation]:
+    """The reservations of the stack's own tenants: what its Job applies."""
+    own = {t.name for t in config.own_tenants}
+    return [r for r in reservations(config) if r.tenant in own]
 
 
 # What sacctmgr prints while slurmdbd is not up yet (or its Service has no address yet);
@@ -308,7 +335,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
                 f"elif ! starts assoc '{parent}|root||'; then sacctmgr -i modify account where name={parent} cluster={cluster} set Parent=root; fi",
             ]
             wanted.append(f"starts assoc '{parent}|root||'")
-    for tenant in config.tenants:
+    for tenant in config.own_tenants:
         accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant), False)]
         if "oppo" in tenant.priorities:
             cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
@@ -347,8 +374,9 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
     holds is read once per phase into a table by name, not once per reservation, and the oppo
     accounts every reservation is open to are named once: script and run grow linearly with the tenants."""
     q = shlex.quote
-    wanted = reservations(config)
+    wanted = own_reservations(config)
     oppo = oppo_accounts(config)
+    prefix = reservation_prefix(config, config.stack if config.role == "tenants" else None)
     lines = [
         "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
         "retry() {",
@@ -377,7 +405,12 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
         "retry scontrol -o show reservation",
         "read_reservations",
         'for name in "${!held[@]}"; do',
-        f"  [[ $name == {q(RESERVATION_PREFIX)}* ]] || continue",
+        f"  [[ $name == {q(prefix)}* ]] || continue",
+        *(
+            ["  [[ $name == *.*.*.* ]] && continue  # a tenant stack's (cells.<stack>.<pool>.<tenant>)"]
+            if config.shares_tenants and config.role == "platform"
+            else []
+        ),
         f"  case $name in {' | '.join(q(r.name) for r in wanted) or q('')}) continue ;; esac",
         '  if ! scontrol delete ReservationName="$name" 2>/dev/null; then',
         "    # Jobs still run in it: no new ones go there, and Slurm deletes it a minute after the last (should this Job give up first).",
@@ -412,7 +445,11 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
 
 
 def oppo_accounts(config: PlatformConfig) -> tuple[str, ...]:
-    """Every tenant's oppo account: opportunistic work may borrow any idle GPU, reserved ones too."""
+    """What admits every tenant's oppo account to a reservation: opportunistic work may borrow any idle GPU, reserved
+    ones too. Their parent where they have one: a reservation's Accounts= admits an account's children (measured on
+    24.11 and 26.05), so a reservation does not change when another tenant, or another stack's, comes."""
+    if partitions_name_parents(config):
+        return (OPPO_PARENT_ACCOUNT,)
     return tuple(t.oppo_account for t in config.tenants if "oppo" in t.priorities)
 
 
@@ -427,7 +464,7 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": f"{config.cluster.name}-tenants", "namespace": config.cluster.namespace, "labels": LABELS},
+        "metadata": {"name": script_name(config), "namespace": config.cluster.namespace, "labels": LABELS},
         "data": {
             SCRIPT: sacctmgr_script(config, client),
             "slurm.conf": client_slurm_conf(config, client),
@@ -439,7 +476,7 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
 def sacctmgr_job(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     """Runs the script once per tenant config: a new hash is a new Job (Jobs are immutable)."""
     labels = {**LABELS, "slurm-platform/tenants-hash": tenants_hash(config)}
-    pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "sacctmgr", SCRIPT, f"{config.cluster.name}-tenants")}
+    pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "sacctmgr", SCRIPT, script_name(config))}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -699,7 +736,7 @@ def tenant_access(tenant: TenantConfig) -> list[Rendered]:
 
 def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     rendered = []
-    for tenant in config.tenants:
+    for tenant in config.own_tenants:
         if not tenant.namespace:
             continue
         metadata = {"namespace": tenant.name, "labels": LABELS}
@@ -750,16 +787,21 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
 
 
 def render(config: PlatformConfig) -> list[Rendered]:
-    """Everything the tenants add; nothing without tenants."""
+    """Everything the tenants add; nothing without tenants. What holds for every tenant (priority classes, admission
+    policies selecting tenant namespaces by label) is the platform stack's; each stack declares its own tenants'."""
     if not config.tenants:
         return []
     client = operator_module(config).accounting_client(config)
-    return [
+    namespaced = bool(tenant_namespace_names(config))
+    cluster_wide = [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
         *tenant_priority_policy(config),
-        *(tenant_pod_policy(config) + tenant_service_policy(config) if tenant_namespace_names(config) else []),
-        *(tenant_gpu_device_policy(config) if tenant_namespace_names(config) else []),
-        *(tenant_placement_policy(config) if tenant_namespace_names(config) else []),
+        *(tenant_pod_policy(config) + tenant_service_policy(config) if namespaced else []),
+        *(tenant_gpu_device_policy(config) if namespaced else []),
+        *(tenant_placement_policy(config) if namespaced else []),
+    ]
+    return [
+        *(cluster_wide if config.role == "platform" else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),
@@ -777,7 +819,7 @@ def summary(config: PlatformConfig) -> dict[str, Any]:
             "accounts": {"guaranteed": t.name, **({"oppo": t.oppo_account} if "oppo" in t.priorities else {})},
             "namespace": t.name if t.namespace else None,
         }
-        for t in config.tenants
+        for t in config.own_tenants
     }
 
 
@@ -797,7 +839,7 @@ class Tenants(pulumi.ComponentResource):
                 "LimitRange": in_namespace,
                 "Role": in_namespace,
                 "RoleBinding": in_namespace,
-                "Job": ("ConfigMap", f"{config.cluster.name}-tenants"),
+                "Job": ("ConfigMap", script_name(config)),
             }
             after = declared.get(needs.get(manifest["kind"], ("", "")))
             waits_for = [*([after] if after else []), *(slurm if manifest["kind"] == "Job" else [])]
@@ -808,7 +850,7 @@ class Tenants(pulumi.ComponentResource):
             declared[(manifest["kind"], manifest["metadata"]["name"])] = resource
         # Each tenant's namespace, for what other components declare in it (its LocalQueue, its NetworkPolicies).
         self.namespaces: dict[str, pulumi.Resource] = {
-            tenant.name: declared[("Namespace", tenant.name)] for tenant in config.tenants if tenant.namespace
+            tenant.name: declared[("Namespace", tenant.name)] for tenant in config.own_tenants if tenant.namespace
         }
         self.summary = pulumi.Output.from_input(summary(config))
         self.register_outputs({"tenants": self.summary})

@@ -158,7 +158,7 @@ def test_policy_pack_judges_the_tenants_cells_under_the_engine(ws):
     kinds = check_rendered(ws, "rendered-tenants")
     assert {"Job", "PriorityClass", "ResourceQuota", "Namespace"} <= set(kinds)
     # A hand edit that asks 100 times the cells: the stack config never sees it, the pack does.
-    result = preview_after_edit(ws, "components/tenancy.py", '"cells": c.cells}', '"cells": c.cells * 100}', pack, "tenants")
+    result = preview_after_edit(ws, "components/config/tenants.py", '"cells": c.cells} for t', '"cells": c.cells * 100} for t', pack, "tenants")
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "slurm-tenant-cells-fit" in output and "200 needed" in output

@@ -17,6 +17,7 @@ from slurm_rules import kube_rules
 
 from components.config import PROJECT, ConfigError, parse_config
 from components.platform import build_platform
+from components.tenant_stacks import deployed_facts, tenants_by_stack
 from tests.config_walk import KEY, VALUE, Loc, StringField, locate, string_fields, with_value
 from tests.harness import Run, run_under_mocks, stack_config
 from tests.test_bad_config import KEY as SSH_KEY
@@ -111,6 +112,8 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
             "ldap.displayNames": {"alice": "Nguyễn Văn An"},
         },
     ),
+    # A tenant stack (tenantStack) of prod-hoalac's cluster: its tenants' objects and accounts Job alone.
+    "tenant stack": ("prod-hoalac", {"tenantStack": {"platform": "prod-hoalac"}, "tenants[0].namespace": True}),
     # Rendered to a directory (its string reaches no file), so a dev stack: TLS needs a cluster to read the CA from.
     "slinky": (
         "prod-hcm",
@@ -241,8 +244,10 @@ def structure(run: Run) -> dict[tuple[Any, ...], tuple[Any, ...]]:
 
 
 def render(stack: str, raw: dict[str, Any]) -> Run:
-    config = parse_config(raw)
-    return run_under_mocks(lambda: build_platform(config), raw, stack=stack)
+    config = parse_config(raw, stack=stack)
+    # A tenant stack renders against its platform stack's outputs: as its file says.
+    platform = {**deployed_facts(config), "tenantStacks": tenants_by_stack(config)} if config.role == "tenants" else None
+    return run_under_mocks(lambda: build_platform(config), raw, stack=stack, previous_outputs=platform)
 
 
 def broken_structure(stack: str, old: Run, after: dict[str, Any]) -> list[str]:

@@ -18,6 +18,8 @@ import pytest
 
 from components import tenancy
 from components.config import ConfigError, PlatformConfig, parse_config
+from components.config.parse import parse_stack
+from components.config.stacks import StackFile
 from components.slurm import ack, slinky
 from components.slurm.common import accounted_gpu_tres, gres_gpus, partitions_name_parents
 from components.slurm.release import SlurmRelease, deployed_release
@@ -171,8 +173,8 @@ def test_the_tenants_job_applies_exactly_the_config_and_a_rerun_changes_nothing(
     reservations = lab.run("scontrol", "-o", "show", "reservation").stdout
     held = {f["ReservationName"]: (f["Nodes"], f["Accounts"], f["Flags"]) for f in map(scontrol_fields, reservations.splitlines())}
     assert held == {
-        "cells.gpu-c.default": ("gpu-c-0", "default,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
-        "cells.gpu-d.vc1": ("gpu-d-0", "vc1,default-oppo,vc1-oppo", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
+        "cells.gpu-c.default": ("gpu-c-0", "default,oppo_accounts", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
+        "cells.gpu-d.vc1": ("gpu-d-0", "vc1,oppo_accounts", "IGNORE_JOBS,REPLACE_DOWN,MAGNETIC"),
     }, reservations
     transactions = lab.sacctmgr("list", "transactions")
     second = tenants_job(lab, lab.config, "second")
@@ -212,6 +214,41 @@ def test_an_upgraded_clusters_accounts_move_under_the_parents_the_partitions_nam
     refused = lab.sbatch("carol", "-A", "vc1", "-q", "prod", "-p", "gpu-c", "--wrap", "sleep 1", check=False)
     assert refused.returncode != 0 and "Invalid account or account/partition combination" in refused.stderr, refused.stderr
     assert lab.sbatch("carol", "-A", "vc1", "-q", "prod", "-p", "gpu-d", "--wrap", "sleep 1", check=False).returncode == 0
+    cancel_all(lab)
+
+
+@pytest.mark.parametrize("lab", SOPERATOR4[-1:], indirect=True)
+def test_a_platform_and_a_tenant_stacks_jobs_each_keep_their_own_tenants(lab):
+    """The lab's tenants split: `default` in the platform stack, `vc1` in tenant stack lab-vc1 (tenantStack). Each
+    stack's tenants Job adds its own accounts under the parents the partitions name and keeps its own reservation;
+    neither deletes the other's, in either order, and a rerun of both changes nothing."""
+    document = as_operator(LAB_CONFIG, lab.operator, lab.release)
+    tenants = {t["name"]: t for t in document.pop("tenants")}
+    files = {
+        "lab": StackFile("lab", {**document, "tenants": [tenants["default"]]}, frozenset()),
+        "lab-vc1": StackFile("lab-vc1", {"tenantStack": {"platform": "lab"}, "tenants": [tenants["vc1"]]}, frozenset()),
+    }
+    platform, tenant_stack = (parse_stack(stack, files[stack], files) for stack in ("lab", "lab-vc1"))
+    # The platform's Job first: it deletes the single stack's `cells.gpu-d.vc1` (an earlier test's), which held vc1's node.
+    for config, name in ((platform, "platform"), (tenant_stack, "lab-vc1"), (platform, "platform-again")):
+        result = tenants_job(lab, config, name)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    expected = {"default": "pools_gpu-c", "default-oppo": "oppo_accounts", "vc1": "pools_gpu-d", "vc1-oppo": "oppo_accounts"}
+    assert {account: parents(lab)[account] for account in expected} == expected
+    reservations = lab.run("scontrol", "-o", "show", "reservation").stdout
+    held = {f["ReservationName"]: (f["Nodes"], f["Accounts"]) for f in map(scontrol_fields, reservations.splitlines())}
+    assert held == {"cells.gpu-c.default": ("gpu-c-0", "default,oppo_accounts"), "cells.lab-vc1.gpu-d.vc1": ("gpu-d-0", "vc1,oppo_accounts")}, (
+        reservations
+    )
+    transactions = lab.sacctmgr("list", "transactions")
+    for config, name in ((tenant_stack, "lab-vc1-again"), (platform, "platform-third")):
+        result = tenants_job(lab, config, name)
+        assert result.returncode == 0 and "retrying" not in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
+    assert lab.sacctmgr("list", "transactions") == transactions
+    assert lab.run("scontrol", "-o", "show", "reservation").stdout == reservations
+    # vc1's guaranteed job runs in its stack's reservation, on its pool, without naming it.
+    job = submit(lab, "carol", "-A", "vc1", "-q", "prod", "--gres=gpu:1", "--wrap", "sleep 60")
+    wait_for(lambda: lab.squeue(job, "%T %R %v") == "RUNNING gpu-d-0 cells.lab-vc1.gpu-d.vc1", "vc1's job in its stack's reservation", 30)
     cancel_all(lab)
 
 

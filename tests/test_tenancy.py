@@ -442,7 +442,8 @@ def test_the_client_slurm_conf_names_the_operators_controller_service(operator, 
 def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_feature(operator, stack):
     config = with_tenants(*two_teams(stack), stack=stack)
     pool = config.gpu_pools[0]
-    oppo = ("team-a-oppo", "team-b-oppo")
+    # Each oppo account, or their parent where partitions name parents: a reservation admits its accounts' children.
+    oppo = ("oppo_accounts",) if common.partitions_name_parents(config) else ("team-a-oppo", "team-b-oppo")
     feature = {
         "ack-slurm-operator": pool.name,
         "soperator 4.1.7": soperator4.nodeset_name(pool),

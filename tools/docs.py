@@ -142,6 +142,11 @@ slurm-platform:slurm:
     external: {host: db.hpc.example.vn, user: slurm, passwordSecretName: slurm-accounting-db}
   mungeKeyRotation: 1
 """,
+    "tenantStack": """\
+# Pulumi.prod-hanoi-physics.yaml: a tenant stack sets this, its tenants and (optionally) kubernetes; nothing else.
+slurm-platform:tenantStack:
+  platform: prod-hanoi   # the platform stack, whose Pulumi.prod-hanoi.yaml lies beside this file
+""",
     "tenants": """\
 slurm-platform:operators:
   soperator: {version: 4.1.7}   # tenants need soperator 4.1.7, ACK or Slinky

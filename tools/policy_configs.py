@@ -15,9 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.config import PROJECT, PlatformConfig, parse_config, quantity_value
+from components.config import PROJECT, PlatformConfig, quantity_value
+from components.config.parse import parse_stack
+from components.config.stacks import read_stack_file, read_stack_files
+from components.config.tenants import cell_entries
 
 SETTINGS_DIR = Path("policies/settings")
 CONFIG_DIR = Path("policies/config")
@@ -43,6 +44,17 @@ def stack_facts(config: PlatformConfig) -> dict[str, dict[str, Any]]:
             }
         },
         "restricted-load-balancers": {"cloud": config.cloud},
+        # Where stacks share the cluster, each stack's pack checks its own cells beside the others' on the whole cluster's workers.
+        **({"slurm-tenant-cells-fit": cluster_cells(config)} if config.shares_tenants else {}),
+    }
+
+
+def cluster_cells(config: PlatformConfig) -> dict[str, Any]:
+    """The Slurm workers of every GPU pool, and the cells of the tenants other stacks declare."""
+    own = {t.name for t in config.own_tenants}
+    return {
+        "workers": {pool.name: {"nodes": pool.worker_replicas, "gpus": pool.gpus_per_node} for pool in config.gpu_pools},
+        "otherCells": cell_entries(t for t in config.tenants if t.name not in own),
     }
 
 
@@ -68,14 +80,19 @@ def policy_config(settings: dict[str, Any], config: PlatformConfig) -> dict[str,
 
 def raw_stack_config(root: Path, stack: str) -> dict[str, Any]:
     """The `slurm-platform:*` keys of `Pulumi.<stack>.yaml`, without the prefix."""
-    document = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
-    return {key.split(":", 1)[1]: value for key, value in (document.get("config") or {}).items() if key.startswith(f"{PROJECT}:")}
+    return read_stack_file(root / f"Pulumi.{stack}.yaml").raw
+
+
+def stack_config(root: Path, stack: str) -> PlatformConfig:
+    """Stack `stack`'s config as its `pulumi up` validates it: with the other stacks of its cluster, from their files in `root`."""
+    files = read_stack_files(root)
+    return parse_stack(stack, files[stack], files)
 
 
 def render(root: Path, stack: str) -> str:
     path = SETTINGS_DIR / f"{stack}.json"
     settings = json.loads((root / path).read_text())
-    config = parse_config(raw_stack_config(root, stack), stack=stack)
+    config = stack_config(root, stack)
     if misplaced := facts_in_settings(settings, stack_facts(config)):
         raise ValueError(
             f"{path} sets {', '.join(misplaced)}, which {PROJECT} takes from Pulumi.{stack}.yaml "

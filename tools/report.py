@@ -17,11 +17,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
-from components.config import ConfigError, PlatformConfig, parse_config
+from components.config import ConfigError, PlatformConfig
 from components.monitoring import usage
 from components.monitoring.report import guarantees
 from components.slurm import operator_module
-from tools.policy_configs import raw_stack_config
+from tools.policy_configs import stack_config
 from tools.preflight import label_text
 
 
@@ -90,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if start >= end:
         parser.error(f"--from {start.isoformat()} is not before --to {end.isoformat()}")
     try:
-        config = parse_config(raw_stack_config(Path.cwd(), args.stack), stack=args.stack)
+        config = stack_config(Path.cwd(), args.stack)
     except ConfigError as error:
         print(f"report {args.stack}: the stack config is invalid\n{error}", file=sys.stderr)
         return 1

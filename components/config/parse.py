@@ -20,6 +20,7 @@ from .ldap import REMOVED_KEYS
 from .operator_keys import unread_key_problems
 from .platform import PlatformConfig
 from .rules import cross_field_problems
+from .stacks import StackFile, cluster_of
 
 
 class ConfigError(Exception):
@@ -60,10 +61,34 @@ def _config_line(loc: tuple[Any, ...], value: Any, stack: str) -> str:
     return f"`{PROJECT}:{loc[0]}: {text}`"
 
 
+# Per tenant of a whole cluster's config, the stack whose file lists it and its index there (components/config/stacks.py).
+Origins = tuple[tuple[str, int], ...]
+
+
+def _written_at(loc: tuple[Any, ...], stack: str, origins: Origins) -> tuple[tuple[Any, ...], str]:
+    """A key path into the whole cluster's tenants as the stack file that lists the tenant writes it, and that stack."""
+    if len(loc) > 1 and loc[0] == "tenants" and isinstance(loc[1], int) and loc[1] < len(origins):
+        owner, index = origins[loc[1]]
+        return ("tenants", index, *loc[2:]), owner
+    return loc, stack
+
+
 def _line(
-    loc: tuple[Any, ...], message: str, value: Any, secret_keys: frozenset[str], stack: str, show_value: bool = True, fix: tuple[Any, ...] = ()
+    loc: tuple[Any, ...],
+    message: str,
+    value: Any,
+    secret_keys: frozenset[str],
+    stack: str,
+    show_value: bool = True,
+    fix: tuple[Any, ...] = (),
+    origins: Origins = (),
 ) -> str:
-    line = f"{_key_path(loc)}: {message}"
+    loc, owner = _written_at(loc, stack, origins)
+    elsewhere = f" (in Pulumi.{owner}.yaml, another stack of this cluster)" if owner != stack else ""
+    if loc == ("tenants",) and origins:  # a sum over the tenants: every stack's count
+        elsewhere = f" (every stack's together: {', '.join(dict.fromkeys(name for name, _ in origins))})"
+    stack = owner
+    line = f"{_key_path(loc)}{elsewhere}: {message}"
     secret = bool(loc) and str(loc[0]) in secret_keys
     if show_value:
         line += f"; got {SECRET_SHOWN if secret else _shown(value)}"
@@ -128,16 +153,16 @@ def _as_written(raw: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[Any, ...]
     return loc
 
 
-def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any], stack: str) -> str:
+def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mapping[str, Any], stack: str, origins: Origins = ()) -> str:
     loc = _as_written(raw, tuple(error["loc"]))
     error = {**error, "loc": loc}
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         if loc in REMOVED_KEYS:
-            return _line(loc, REMOVED_KEYS[loc], error.get("input"), secret_keys, stack)
-        return _line(loc, _unknown_key_message(loc), None, secret_keys, stack, show_value=False)
+            return _line(loc, REMOVED_KEYS[loc], error.get("input"), secret_keys, stack, origins=origins)
+        return _line(loc, _unknown_key_message(loc), None, secret_keys, stack, show_value=False, origins=origins)
     if error["type"] == "missing":
-        return _line(loc, "required but not set", None, secret_keys, stack, show_value=False)
+        return _line(loc, "required but not set", None, secret_keys, stack, show_value=False, origins=origins)
     value = error.get("input")
     if error["type"] in ("model_type", "model_attributes_type", "dict_type", "list_type") and isinstance(value, str):
         message = (
@@ -152,7 +177,7 @@ def _describe(error: Mapping[str, Any], secret_keys: frozenset[str], raw: Mappin
         message += f" (allowed: {ctx['expected']})"
     elif error["type"] in ("bool_parsing", "bool_type"):
         message += " (allowed: true or false)"
-    return _line(loc, message, value, secret_keys, stack, fix=_fixes(error, raw))
+    return _line(loc, message, value, secret_keys, stack, fix=_fixes(error, raw), origins=origins)
 
 
 # What a value is most often wrong by: stray spaces, '_' or spaces for '-', case. Its case is kept where the key
@@ -227,12 +252,15 @@ def _fail(lines: list[str]) -> ConfigError:
     return ConfigError(f"invalid stack config ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n  " + "\n  ".join(lines))
 
 
-def refusal(problems: list[Problem], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK) -> ConfigError:
-    """The error naming every problem: key path, message, the value (unless None), and fix lines for `stack`."""
-    return _fail([_line(p.path, p.message, p.value, secret_keys, stack, show_value=p.value is not None, fix=p.fix) for p in problems])
+def refusal(problems: list[Problem], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK, origins: Origins = ()) -> ConfigError:
+    """The error naming every problem: key path, message, the value (unless None), and fix lines for `stack`
+    (for a tenant another stack lists, that stack's file and fix lines: `origins`)."""
+    return _fail(
+        [_line(p.path, p.message, p.value, secret_keys, stack, show_value=p.value is not None, fix=p.fix, origins=origins) for p in problems]
+    )
 
 
-def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK) -> PlatformConfig:
+def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(), stack: str = SOME_STACK, origins: Origins = ()) -> PlatformConfig:
     """Validate a dict of top-level keys; raise ConfigError naming every problem.
 
     Field rules come first; the rules across fields run once every field is valid.
@@ -240,8 +268,23 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     try:
         config, problems = _checked(raw)
     except ValidationError as error:
-        raise _fail([_describe(e, secret_keys, raw, stack) for e in error.errors(include_url=False)]) from None
+        raise _fail([_describe(e, secret_keys, raw, stack, origins) for e in error.errors(include_url=False)]) from None
     if problems:
-        raise refusal(problems, secret_keys, stack)
+        raise refusal(problems, secret_keys, stack, origins)
     config._secret_keys = frozenset(secret_keys)
+    config._stack = stack
+    if config.tenant_stack:  # a tenant stack read alone (no other stack's file): every tenant is its own
+        config._tenant_stacks = {tenant.name: stack for tenant in config.tenants}
+    return config
+
+
+def parse_stack(stack: str, own: StackFile, files: Mapping[str, StackFile]) -> PlatformConfig:
+    """Validate `stack` as part of its whole cluster (every stack's tenants together, components/config/stacks.py);
+    the config it returns lists them all and names its own."""
+    cluster = cluster_of(stack, own, files)
+    if cluster.problems:
+        raise refusal(cluster.problems, cluster.secret_keys, stack)
+    config = parse_config(cluster.raw, cluster.secret_keys, stack, cluster.origins)
+    platform = config.platform_stack or stack
+    config._tenant_stacks = {config.tenants[index].name: owner for index, (owner, _) in enumerate(cluster.origins) if owner != platform}
     return config

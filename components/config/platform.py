@@ -26,7 +26,23 @@ from .tenants import TenantConfig
 # The whole stack
 
 
+STACK_NAME_MAX = 30  # a tenant stack's name goes into its tenants Job's name (63 characters at most)
+
+
+class TenantStackConfig(Model):
+    platform: Annotated[str, matching(r"^[A-Za-z0-9_.-]+$", "a stack name: letters, digits, '_', '.' and '-', e.g. prod-hanoi")] = Field(
+        description="The platform stack, whose Pulumi.<stack>.yaml lies beside this stack's."
+    )
+
+
 class PlatformConfig(Model):
+    tenant_stack: Optional[TenantStackConfig] = Field(
+        None,
+        description="Set only in a tenant stack (docs/tenants.md, Platform and tenant stacks), whose file sets nothing but this, "
+        "`tenants` and `kubernetes`: its tenants' namespaces, queues and Slurm accounts, beside the platform stack that deploys "
+        "the rest, whose file it reads. Unset: a platform stack (or a stack on its own). Every stack of a cluster validates the "
+        "whole cluster, every stack's tenants together, before it registers anything.",
+    )
     environment: Literal["local", "dev", "staging", "prod"] = Field("dev", description="Environment tier.")
     slurm_operator: SlurmOperatorKind = Field(
         "soperator",
@@ -118,6 +134,38 @@ class PlatformConfig(Model):
         return self.storage.jail.static_nfs is not None
 
     _secret_keys: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    # The tenant stack of each tenant a tenant stack lists (components/config/stacks.py); the platform's own are not here.
+    _tenant_stacks: dict[str, str] = PrivateAttr(default_factory=dict)
+    _stack: str = PrivateAttr(default="")
+
+    def stack_of(self, tenant: str) -> Optional[str]:
+        """The tenant stack that lists `tenant`; None for the platform stack's own."""
+        return self._tenant_stacks.get(tenant)
+
+    @property
+    def role(self) -> Literal["platform", "tenants"]:
+        return "tenants" if self.tenant_stack else "platform"
+
+    @property
+    def platform_stack(self) -> Optional[str]:
+        return self.tenant_stack.platform if self.tenant_stack else None
+
+    @property
+    def own_tenants(self) -> list[TenantConfig]:
+        """The tenants whose namespace objects, queues and accounts this stack declares; `tenants` is the whole cluster's."""
+        mine = self._stack if self.role == "tenants" else None
+        return [t for t in self.tenants if self.stack_of(t.name) == mine]
+
+    @property
+    def shares_tenants(self) -> bool:
+        """Tenant stacks declare some of the cluster's tenants (this one among them, or beside this platform stack)."""
+        return self.role == "tenants" or bool(self._tenant_stacks)
+
+    @property
+    def stack(self) -> str:
+        """The stack this config was loaded for (a tenant stack's objects are named apart by it)."""
+        return self._stack
+
     _cloud_origin: str = PrivateAttr(default="set")
 
     @property

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
 
 from .fields import PROJECT
-from .parse import parse_config
+from .parse import ConfigError, parse_stack
 from .platform import PlatformConfig
+from .stacks import StackFile, UnreadableStackFile, read_stack_files
 
 
 def _config_keys() -> list[str]:
@@ -39,5 +41,12 @@ def raw_config_from_pulumi() -> tuple[dict[str, Any], frozenset[str]]:
 
 
 def load_config() -> PlatformConfig:
+    """The running stack's config, validated with every other stack of its cluster (their files beside Pulumi.yaml)."""
     raw, secret_keys = raw_config_from_pulumi()
-    return parse_config(raw, secret_keys, pulumi.get_stack())
+    stack = pulumi.get_stack()
+    try:
+        # The language host runs the program in the project's directory; newer engines also say where it is.
+        files = read_stack_files(Path(pulumi.get_root_directory() or Path.cwd()))
+    except UnreadableStackFile as error:
+        raise ConfigError(str(error)) from None
+    return parse_stack(stack, StackFile(stack, raw, secret_keys), files)

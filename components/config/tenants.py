@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
@@ -427,3 +427,8 @@ def _guarantees_beyond(
     if asked > has:
         return said + f"{asked - has} GPUs more than it has ({counts}): lower those guarantees by {asked - has} GPUs, or add nodes"
     return said + f"they fit in number but not in place, as a cell's GPUs are on one node ({counts}): use cells that fill whole nodes, or add nodes"
+
+
+def cell_entries(tenants: Iterable[TenantConfig]) -> list[dict[str, Any]]:
+    """The tenants' guaranteed Slurm cells as plain JSON, as the policy pack's fit check reads them."""
+    return [{"tenant": t.name, "pool": c.pool, "gpusPerCell": c.gpus_per_cell, "cells": c.cells} for t in tenants for c in t.cells]

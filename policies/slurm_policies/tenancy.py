@@ -18,7 +18,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 from slurm_rules import cell_fit  # the same check as the stack config
 
-from .common import CONFIG_MAP, display, elements, get, is_list, is_map, items, name_of, namespace_of, of_type, violation
+from .common import CONFIG_MAP, display, elements, get, is_list, is_map, items, name_of, namespace_of, of_type, stack_config, violation
 from .quota import worker_sets
 
 
@@ -38,12 +38,22 @@ def cell_requests(document: str) -> list[cell_fit.CellRequest]:
     return requests
 
 
+def cluster_capacity(config: Any) -> tuple[dict[str, tuple[int, int]], list[cell_fit.CellRequest]]:
+    """Where stacks share the cluster (the pack's config: tools/policy_configs.py cluster_cells): the workers of each
+    pool, which a tenant stack does not declare, and the cells the other stacks declare."""
+    workers = get(config, "workers", default={})
+    capacity = {str(pool): (int(get(w, "nodes", default=0)), int(get(w, "gpus", default=0))) for pool, w in items(workers)}
+    return capacity, cell_requests(json.dumps(elements(get(config, "otherCells", default=[]))))
+
+
 def validate_tenant_cells_fit(args: StackValidationArgs, report: ReportViolation) -> None:
-    capacity: dict[str, tuple[int, int]] = {}
+    capacity, others = cluster_capacity(stack_config(args))
+    declared: dict[str, tuple[int, int]] = {}
     for r in args.resources:
         for _, pool, workers, shape in worker_sets(r.resource_type, r.props):
-            nodes, gpus = capacity.get(pool, (0, int(shape.gpus)))
-            capacity[pool] = (nodes + workers, min(gpus, int(shape.gpus)))
+            nodes, gpus = declared.get(pool, (0, int(shape.gpus)))
+            declared[pool] = (nodes + workers, min(gpus, int(shape.gpus)))
+    capacity.update(declared)  # what the stack renders is judged, where it renders workers
     for config_map in of_type(args.resources, CONFIG_MAP):
         props = config_map.props
         if get(props, "metadata", "labels", "app.kubernetes.io/component") != cell_fit.TENANTS_COMPONENT or cell_fit.CELLS_KEY not in get(
@@ -56,11 +66,13 @@ def validate_tenant_cells_fit(args: StackValidationArgs, report: ReportViolation
         except ValueError as error:
             report(violation(f"{where} has an unreadable {cell_fit.CELLS_KEY} ({error})", "render it from stack config tenants[]"), config_map.urn)
             continue
-        for shortfall in cell_fit.shortfalls(capacity, requests):
+        for shortfall in cell_fit.shortfalls(capacity, [*requests, *others]):
             nodes, gpus = capacity.get(shortfall.pool, (0, 0))
+            beside = f" beside {len(others)} cells of the cluster's other stacks" if others else ""
+            declarer = "the stack declares" if shortfall.pool in declared else "its platform stack declares"
             report(
                 violation(
-                    f"{where}: {shortfall.describe()}; the stack declares {nodes} Slurm workers of {gpus} GPUs in that pool",
+                    f"{where}: {shortfall.describe()}{beside}; {declarer} {nodes} Slurm workers of {gpus} GPUs in that pool",
                     "shrink or move the tenants' cells (tenants[].cells), or add workers to the pool",
                 ),
                 config_map.urn,
