@@ -150,6 +150,7 @@ benchmark: $(STAMP) $(POLICY_STAMP) toolchain
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/kube.py --parallel $(PARALLEL) --skip-checkpoints
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/state.py
 	$(PULUMI_ENV) && $(PYTHON) benchmarks/scale.py --parallel $(PARALLEL)
+	$(PULUMI_ENV) && $(PYTHON) benchmarks/split.py --parallel $(PARALLEL)
 	$(PYTHON) benchmarks/preflight.py
 	scripts/services-local.sh install
 	$(PYTHON) benchmarks/tenants_job.py

@@ -336,13 +336,14 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             ]
             wanted.append(f"starts assoc '{parent}|root||'")
     for tenant in config.own_tenants:
-        accounts = [(tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant), False)]
+        accounts = [
+            (tenant.name, f"gres/gpu={tenant.guaranteed_gpus}", guaranteed_qos(tenant), default_qos(tenant), parent_account(config, tenant, False))
+        ]
         if "oppo" in tenant.priorities:
             cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
-            accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo", True))
+            accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo", parent_account(config, tenant, True)))
         lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
-        for account, limit, qos, default, oppo in accounts:
-            parent = parent_account(config, tenant, oppo)
+        for account, limit, qos, default, parent in accounts:
             # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name, a user's parent empty.
             shown = f"{'' if limit.endswith('=-1') else limit}|{','.join(sorted(qos))}|{default}"
             settings = f"QOS={','.join(qos)} DefaultQOS={default}"
@@ -786,22 +787,27 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
     return rendered
 
 
-def render(config: PlatformConfig) -> list[Rendered]:
-    """Everything the tenants add; nothing without tenants. What holds for every tenant (priority classes, admission
-    policies selecting tenant namespaces by label) is the platform stack's; each stack declares its own tenants'."""
-    if not config.tenants:
-        return []
-    client = operator_module(config).accounting_client(config)
+def cluster_wide(config: PlatformConfig) -> list[Rendered]:
+    """What holds for every tenant of the cluster, the platform stack's: the priority classes, and the admission
+    policies that select tenant namespaces by label."""
     namespaced = bool(tenant_namespace_names(config))
-    cluster_wide = [
+    return [
         *(Rendered(pc["metadata"]["name"], pc) for pc in priority_classes()),
         *tenant_priority_policy(config),
         *(tenant_pod_policy(config) + tenant_service_policy(config) if namespaced else []),
         *(tenant_gpu_device_policy(config) if namespaced else []),
         *(tenant_placement_policy(config) if namespaced else []),
     ]
+
+
+def render(config: PlatformConfig) -> list[Rendered]:
+    """Everything the tenants add; nothing without tenants. What holds for every tenant (priority classes, admission
+    policies selecting tenant namespaces by label) is the platform stack's; each stack declares its own tenants'."""
+    if not config.tenants:
+        return []
+    client = operator_module(config).accounting_client(config)
     return [
-        *(cluster_wide if config.role == "platform" else []),
+        *(cluster_wide(config) if config.role == "platform" else []),
         *tenant_namespaces(config),
         Rendered("sacctmgr-script", config_map(config, client)),
         Rendered("sacctmgr", sacctmgr_job(config, client)),

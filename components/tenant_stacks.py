@@ -84,3 +84,9 @@ def unlisted_warning(config: PlatformConfig, outputs: Mapping[str, Any]) -> Opti
         f"the platform stack {config.platform_stack} does not list tenants {', '.join(missing)} yet: their researchers' logins "
         f"(LDAP) and their rows in the dashboards, rules and report come with `pulumi up --stack {config.platform_stack}`"
     )
+
+
+def platform_outputs_as_filed(config: PlatformConfig) -> dict[str, Any]:
+    """The platform stack's outputs a tenant stack reads, as the files say they are: what tools and tests that run the
+    program without the platform's state stand in for them."""
+    return {**deployed_facts(config), "tenantStacks": tenants_by_stack(config)}

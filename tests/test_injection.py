@@ -17,7 +17,7 @@ from slurm_rules import kube_rules
 
 from components.config import PROJECT, ConfigError, parse_config
 from components.platform import build_platform
-from components.tenant_stacks import deployed_facts, tenants_by_stack
+from components.tenant_stacks import platform_outputs_as_filed
 from tests.config_walk import KEY, VALUE, Loc, StringField, locate, string_fields, with_value
 from tests.harness import Run, run_under_mocks, stack_config
 from tests.test_bad_config import KEY as SSH_KEY
@@ -246,7 +246,7 @@ def structure(run: Run) -> dict[tuple[Any, ...], tuple[Any, ...]]:
 def render(stack: str, raw: dict[str, Any]) -> Run:
     config = parse_config(raw, stack=stack)
     # A tenant stack renders against its platform stack's outputs: as its file says.
-    platform = {**deployed_facts(config), "tenantStacks": tenants_by_stack(config)} if config.role == "tenants" else None
+    platform = platform_outputs_as_filed(config) if config.role == "tenants" else None
     return run_under_mocks(lambda: build_platform(config), raw, stack=stack, previous_outputs=platform)
 
 

@@ -8,7 +8,7 @@ stopped by PID pass or fail. The stack is prod-hoalac made Kueue-sized: pool h10
 workers and 2 Kueue nodes (16 GPUs: vision's kueueCells 8 and speech's 8, speech now with a
 namespace), in racks of 2 nodes and blocks of 4. Its tenant namespaces, quotas, policies, priority
 classes, its Slurm cluster (soperator 4.1.7's stand-in charts) and every Kueue object are created by a
-real `pulumi up` of that stack (the kwok stack made a tenant stack), with Kueue's controller running. Stand-in
+real `pulumi up` of that stack (the kwok stack given tenants), with Kueue's controller running. Stand-in
 slurmd pods (the workers' placement and GPU requests from components/slurm/common.py) hold all GPUs of
 four nodes, as soperator's workers do.
 
@@ -31,7 +31,7 @@ from kubernetes.utils import parse_quantity
 
 from components import kueue, tenancy
 from components.config import parse_config
-from components.slurm.common import system_priority_class_name, worker_placement
+from components.slurm.common import TENANT_NAMESPACE_LABEL, system_priority_class_name, worker_placement
 from tests.engine import Workspace
 from tests.harness import stack_config
 from tests.kube import CHARTS_DIR, KWOK_STACK, KueueController, LocalCluster, contains, kwok_workspace, wait_until
@@ -48,7 +48,7 @@ TENANTS = ("vision", "speech")
 
 
 def kueue_stack() -> dict[str, Any]:
-    """The kwok stack made a tenant stack: prod-hoalac's cluster, tenants and h100 pool, Kueue-sized (6 nodes, 4 Slurm
+    """The kwok stack given tenants: prod-hoalac's cluster, tenants and h100 pool, Kueue-sized (6 nodes, 4 Slurm
     workers, racks and blocks), on soperator 4.1.7's stand-in charts (tenants need its partitions and preemption) and
     the Kueue controller this module runs (install: false). Accounting and LDAP as the kwok stack has them."""
     raw = copy.deepcopy(stack_config(KWOK_STACK))
@@ -83,7 +83,7 @@ def controller(cluster: LocalCluster) -> KueueController:
 
 @pytest.fixture(scope="module")
 def stack(cluster: LocalCluster, controller: KueueController, tmp_path_factory) -> Workspace:
-    """The tenant stack, up: a real `pulumi up` creates the tenants' namespaces, quotas, policies and priority classes,
+    """The stack with tenants, up: a real `pulumi up` creates the tenants' namespaces, quotas, policies and priority classes,
     the Slurm cluster, and every Kueue object, with Kueue's controller already reading them."""
     ws = kwok_workspace(tmp_path_factory.mktemp("kueue-stack"), cluster)
     stack_file = ws.project / f"Pulumi.{KWOK_STACK}.yaml"
@@ -489,3 +489,35 @@ def test_a_second_up_with_kueues_controller_running_changes_nothing(stack):
     preview after the up, with the controller running, plans no step. A perpetual diff here made every `up` of a
     Kueue stack update each ClusterQueue (issue 40)."""
     stack.pulumi("preview", "--expect-no-changes", "--diff", stack=KWOK_STACK)
+
+
+# Last in the module: from here on its project holds a tenant stack, whose tenant the platform stack's config includes.
+TENANT_STACK = "kwok-physics"
+PHYSICS = {"name": "physics", "users": ["ngocanh"], "namespace": True, "cells": [{"pool": "h100", "gpusPerCell": 2, "cells": 1}]}
+
+
+def test_a_tenant_stack_beside_it_declares_its_tenant_and_changes_nothing_of_the_platforms(cluster, kube, stack):
+    """A tenant stack (tenantStack: kwok) taking the last 2 GPUs of the Slurm workers: its `up` creates its tenant's
+    namespace, queues and its own accounts Job against the deployed platform stack, and Kueue's controller makes its
+    queue Active; the platform stack's preview then shows only what follows every tenant (and its Job, which now keeps
+    to its own reservations), and both stacks export the same capacity map once it has run."""
+    document = {"config": {"slurm-platform:tenantStack": {"platform": KWOK_STACK}, "slurm-platform:tenants": [PHYSICS]}}
+    (stack.project / f"Pulumi.{TENANT_STACK}.yaml").write_text(yaml.safe_dump(document))
+    stack.pulumi("stack", "init", TENANT_STACK, "--secrets-provider", "passphrase", stack=None)
+    stack.pulumi("up", "--yes", "--skip-preview", stack=TENANT_STACK)
+    namespace = cluster.get("namespace", "physics")
+    assert namespace and namespace["metadata"]["labels"][TENANT_NAMESPACE_LABEL] == CONFIG.cluster.name
+    wait_until("physics' ClusterQueue Active", lambda: condition(cluster_queue(cluster, "physics"), "Active").get("status") == "True", timeout=60)
+    assert cluster.get("localqueue", "physics", "physics")
+    assert cluster.get("configmap", f"{CONFIG.cluster.name}-tenants-{TENANT_STACK}", CONFIG.cluster.namespace)
+    outputs = json.loads(stack.pulumi("stack", "output", "--json", stack=TENANT_STACK).stdout)
+    assert list(outputs["tenants"]) == ["physics"] and outputs["platformStack"] == KWOK_STACK
+    # A second up of the tenant stack changes nothing.
+    stack.pulumi("preview", "--expect-no-changes", stack=TENANT_STACK)
+    # The platform stack: no SlurmCluster, NodeSet, policy or other tenant's object moves for a tenant stack's tenant.
+    steps = json.loads(stack.pulumi("preview", "--json", stack=KWOK_STACK).stdout)["steps"]
+    changed = {step["urn"].rsplit("::", 1)[-1] for step in steps if step["op"] not in ("same", "read") and "pulumi:pulumi:Stack" not in step["urn"]}
+    assert changed and all(name.startswith(("tenants-sacctmgr", "ldap-", "monitoring-")) for name in changed), changed
+    stack.pulumi("up", "--yes", "--skip-preview", stack=KWOK_STACK)
+    maps = [json.loads(stack.pulumi("stack", "output", "capacityMap", "--json", stack=name).stdout) for name in (KWOK_STACK, TENANT_STACK)]
+    assert maps[0] == maps[1] and any("physics 2" in line for line in maps[0]), maps

@@ -192,9 +192,11 @@ def parents(lab) -> dict[str, str]:
 @pytest.mark.parametrize("lab", SOPERATOR4[-1:], indirect=True)
 def test_an_upgraded_clusters_accounts_move_under_the_parents_the_partitions_name(lab):
     """A stack deployed before partitions named parents (or rendered for Slurm before 24.11) holds every account
-    under root; the next tenants Job moves each under its parent, with its users, and a rerun changes nothing."""
+    under root; the next tenants Job moves each under its parent, with its users, and a rerun changes nothing. vc1's
+    borrowingCap comes in the same run: vc1-oppo is moved and limited by one Job."""
     flat_document = as_operator(LAB_CONFIG, lab.operator, lab.release)
     flat_document["slurm"]["images"] = {**flat_document["slurm"].get("images", {}), "tag": "4.1.7-slurm24.05.8"}
+    flat_document["tenants"] = [{key: value for key, value in t.items() if key != "borrowingCap"} for t in flat_document["tenants"]]
     flat = parse_config(flat_document)
     assert not partitions_name_parents(flat) and partitions_name_parents(lab.config)
     before = tenants_job(lab, flat, "flat")
@@ -205,6 +207,8 @@ def test_an_upgraded_clusters_accounts_move_under_the_parents_the_partitions_nam
     assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
     expected = {"default": "pools_gpu-c", "default-oppo": "oppo_accounts", "vc1": "pools_gpu-d", "vc1-oppo": "oppo_accounts"}
     assert {account: parents(lab)[account] for account in tenant_accounts} == expected
+    cap = lab.sacctmgr("show", "assoc", "where", "account=vc1-oppo", f"cluster={lab.config.cluster.name}", "format=GrpTRES")
+    assert cap.split() == ["gres/gpu=1"], cap
     users = lab.sacctmgr("show", "assoc", "where", "account=vc1", f"cluster={lab.config.cluster.name}", "format=User").split()
     assert sorted(users) == ["carol", "dan"]
     transactions = lab.sacctmgr("list", "transactions")

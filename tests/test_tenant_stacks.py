@@ -19,11 +19,13 @@ from components.config import PROJECT, ConfigError, PlatformConfig
 from components.config.parse import parse_stack
 from components.config.stacks import StackFile, read_stack_files
 from components.platform import build_platform
-from components.tenant_stacks import deployed_facts, tenants_by_stack
+from components.tenant_stacks import deployed_facts, platform_outputs_as_filed
+from slurm_policies.tenancy import TENANT_ADMISSION_POLICIES
 from tests.harness import ROOT, Run, run_under_mocks
 from tests.scale import GPUS_PER_NODE, scaled_config, tenant
 from tests.test_policies import CONFIG_MAP, as_policy_resource, check
-from tools.policy_configs import cluster_cells
+from tools.policy_configs import cluster_cells, stack_facts
+from tools.preflight import stack_needs
 
 PLATFORM = "prod-uni"
 # Stack -> the indices of tests/scale.py's tenants it lists.
@@ -73,7 +75,7 @@ def refusal_of(directory: Path, stack: str, own: Optional[dict[str, Any]] = None
 
 
 def run_stack(config: PlatformConfig, platform_outputs: Optional[dict[str, Any]] = None) -> Run:
-    outputs = {**deployed_facts(config), "tenantStacks": tenants_by_stack(config)} if platform_outputs is None else platform_outputs
+    outputs = platform_outputs_as_filed(config) if platform_outputs is None else platform_outputs
     return run_under_mocks(lambda: build_platform(config), stack=config.stack, previous_outputs=outputs)
 
 
@@ -326,7 +328,7 @@ def test_the_program_reads_the_other_stacks_files_beside_pulumi_yaml(tmp_path, m
         except pulumi.RunError as error:
             raised.append(error)
 
-    previous = {**deployed_facts(platform), "tenantStacks": tenants_by_stack(platform)}
+    previous = platform_outputs_as_filed(platform)
     run = run_under_mocks(program, stack="faculty-a", previous_outputs=previous)
     assert not raised and {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:core/v1:Namespace")} == {"team-002", "team-003", "team-004"}
     # faculty-b's file lists a tenant of faculty-a's name: faculty-a's own up refuses, naming faculty-b's file.
@@ -335,3 +337,23 @@ def test_the_program_reads_the_other_stacks_files_beside_pulumi_yaml(tmp_path, m
     run = run_under_mocks(program, stack="faculty-a", previous_outputs=previous)
     assert raised and "(in Pulumi.faculty-b.yaml, another stack of this cluster)" in str(raised[-1]), raised
     assert not run.kubernetes_objects()
+
+
+def test_the_pack_takes_a_tenant_stacks_admission_policies_from_its_platform_stack(tmp_path, cluster):
+    """The tenant namespaces of a tenant stack are covered by admission policies the platform stack declares: its pack
+    config carries them, as the platform stack renders them; without them the hardening rule names each gap."""
+    write_cluster(tmp_path)
+    facts = stack_facts(load(tmp_path, "faculty-a"))["tenant-namespace-hardening"]
+    assert {m["metadata"]["name"] for m in facts["platformPolicies"] if m["kind"] == "ValidatingAdmissionPolicy"} >= set(TENANT_ADMISSION_POLICIES)
+    resources = [as_policy_resource(r) for r in cluster["faculty-a"].resources if r.custom and not r.read]
+    assert check("tenant-namespace-hardening", *resources, config=facts) == []
+    gaps = check("tenant-namespace-hardening", *resources, config={})
+    assert len(gaps) == 3 * len(TENANT_ADMISSION_POLICIES) and all("does not cover it" in gap for gap in gaps), gaps
+
+
+def test_preflight_reads_what_a_tenant_stack_declares(tmp_path):
+    """`make preflight STACK=<tenant stack>` runs the program as its `up` would, against its platform as filed."""
+    write_cluster(tmp_path)
+    needs = stack_needs(load(tmp_path, "faculty-a"), read_stack_files(tmp_path)["faculty-a"].raw, "faculty-a")
+    assert {"team-002", "team-003", "team-004"} <= {d.name for d in needs.objects if d.kind == "Namespace"}
+    assert not {"team-000", "team-005"} & {d.name for d in needs.objects if d.kind == "Namespace"}

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components import tenancy
 from components.config import PROJECT, PlatformConfig, quantity_value
 from components.config.parse import parse_stack
 from components.config.stacks import read_stack_file, read_stack_files
@@ -46,7 +47,14 @@ def stack_facts(config: PlatformConfig) -> dict[str, dict[str, Any]]:
         "restricted-load-balancers": {"cloud": config.cloud},
         # Where stacks share the cluster, each stack's pack checks its own cells beside the others' on the whole cluster's workers.
         **({"slurm-tenant-cells-fit": cluster_cells(config)} if config.shares_tenants else {}),
+        # A tenant stack's namespaces are covered by admission policies its platform stack declares.
+        **({"tenant-namespace-hardening": {"platformPolicies": platform_policies(config)}} if config.role == "tenants" else {}),
     }
+
+
+def platform_policies(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The admission policies and bindings the platform stack declares for every tenant namespace, as it renders them."""
+    return [r.manifest for r in tenancy.cluster_wide(config) if r.manifest["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def cluster_cells(config: PlatformConfig) -> dict[str, Any]:

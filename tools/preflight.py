@@ -44,11 +44,11 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from components.config import NodePoolConfig, PlatformConfig, parse_config, quantity_value
+from components.config import NodePoolConfig, PlatformConfig, quantity_value
 from components.identity.names import TLS_CA_KEY
 from components.slurm.common import PRIVATE_DATA
 from components.storage import storage_class_manifest
-from tools.policy_configs import raw_stack_config
+from tools.policy_configs import raw_stack_config, stack_config
 from tools.program_mocks import Registered, run_under_mocks
 
 CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
@@ -211,8 +211,10 @@ def needs(resources: list[Registered]) -> Needs:
 
 def stack_needs(config: PlatformConfig, raw: dict[str, Any], stack: str) -> Needs:
     from components.platform import build_platform
+    from components.tenant_stacks import platform_outputs_as_filed
 
-    return needs(run_under_mocks(lambda: build_platform(config), raw, stack=stack).resources)
+    platform = platform_outputs_as_filed(config) if config.role == "tenants" else None
+    return needs(run_under_mocks(lambda: build_platform(config), raw, stack=stack, previous_outputs=platform).resources)
 
 
 # --- the checks ---------------------------------------------------------------------------------------
@@ -944,7 +946,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     raw = raw_stack_config(Path.cwd(), args.stack)
     try:
-        config = parse_config(raw, stack=args.stack)
+        config = stack_config(Path.cwd(), args.stack)
     except ConfigError as error:
         print(f"preflight {args.stack}: the stack config is invalid, nothing was checked\n{error}", file=sys.stderr)
         return 1

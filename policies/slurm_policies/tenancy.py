@@ -13,6 +13,7 @@ worker groups: replicas × GPUs per worker).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
@@ -161,8 +162,9 @@ def is_default_deny(props: Any) -> bool:
     return every_pod and {"Ingress", "Egress"} <= types and not elements(get(spec, "ingress")) and not elements(get(spec, "egress"))
 
 
-def hardening_gaps(resources: list[Any], namespace: str) -> list[tuple[str, str]]:
-    """(what is missing, how to get it back) for one tenant namespace."""
+def hardening_gaps(resources: list[Any], namespace: str, platform_policies: Sequence[Any] = ()) -> list[tuple[str, str]]:
+    """(what is missing, how to get it back) for one tenant namespace; a tenant stack's admission policies are the
+    ones its platform stack declares (`platform_policies`, its pack config: tools/policy_configs.py)."""
     labels = namespace_labels(resources, namespace)
     gaps = []
     declared = [r for r in of_type(resources, NAMESPACE) if name_of(r.props) == namespace]
@@ -173,8 +175,11 @@ def hardening_gaps(resources: list[Any], namespace: str) -> list[tuple[str, str]
                 "declare the Namespace from components/tenancy.py with its Pod Security labels",
             )
         )
-    policies = {name_of(r.props): r.props for r in of_type(resources, ADMISSION_POLICY)}
-    bindings = [r.props for r in of_type(resources, ADMISSION_BINDING)]
+    admission = [(r.resource_type, r.props) for r in resources] + [
+        (f"kubernetes:{get(m, 'apiVersion')}:{get(m, 'kind')}", m) for m in platform_policies
+    ]
+    policies = {name_of(props): props for kind, props in admission if kind == ADMISSION_POLICY}
+    bindings = [props for kind, props in admission if kind == ADMISSION_BINDING]
     for name in TENANT_ADMISSION_POLICIES:
         policy = policies.get(name)
         denying = [
@@ -197,9 +202,10 @@ def hardening_gaps(resources: list[Any], namespace: str) -> list[tuple[str, str]
 
 def validate_tenant_namespace_hardening(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
+    platform_policies = [m for m in elements(get(stack_config(args), "platformPolicies")) if is_map(m)]
     for namespace in sorted(tenant_namespaces(resources)):
         urn = next((r.urn for r in of_type(resources, NAMESPACE) if name_of(r.props) == namespace), None)
-        for gap, fix in hardening_gaps(resources, namespace):
+        for gap, fix in hardening_gaps(resources, namespace, platform_policies):
             report(violation(f"tenant namespace {namespace}: {gap}", fix), urn)
 
 
