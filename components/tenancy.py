@@ -240,7 +240,7 @@ def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = Fa
     ]
 
 
-def reservation_prefix(config: PlatformConfig, stack: Optional[str]) -> str:
+def reservation_prefix(stack: Optional[str]) -> str:
     """`cells.`, and `cells.<stack>.` for a tenant stack's tenants: each stack's Job keeps (and deletes) its own alone."""
     return RESERVATION_PREFIX + (f"{stack}." if stack else "")
 
@@ -258,7 +258,7 @@ def reservations(config: PlatformConfig) -> list[Reservation]:
         for tenant, nodes in cell_fit.owned_nodes(pool.worker_replicas, pool.gpus_per_node, requests).items():
             if nodes:
                 accounts = (tenant, *oppo)
-                name = f"{reservation_prefix(config, config.stack_of(tenant))}{pool.name}.{tenant}"
+                name = f"{reservation_prefix(config.stack_of(tenant))}{pool.name}.{tenant}"
                 found.append(Reservation(name, pool.name, nodes, module.pool_feature(config, pool), partition, accounts))
     return found
 
@@ -377,7 +377,7 @@ def reservation_lines(config: PlatformConfig) -> list[str]:
     q = shlex.quote
     wanted = own_reservations(config)
     oppo = oppo_accounts(config)
-    prefix = reservation_prefix(config, config.stack if config.role == "tenants" else None)
+    prefix = reservation_prefix(config.stack if config.role == "tenants" else None)
     lines = [
         "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
         "retry() {",
