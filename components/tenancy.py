@@ -20,7 +20,7 @@ A tenant's guarantee is its cells' GPUs, checked to fit the pools at preview
   without asking) open to the tenant and every oppo account: another tenant's
   guaranteed jobs cannot fragment them, so a whole-node cell stays placeable;
 - the slurm.conf side goes through each operator's own mechanism
-  (components/slurm/common.py `tenant_slurm_conf`, `partition_options`).
+  (components/slurm/common.py `tenant_settings`, `partition_options`).
 
 Accounts, QOS and associations are applied by a Kubernetes Job running
 `sacctmgr -i` (add what is absent, modify what differs, check what slurmdbd holds),

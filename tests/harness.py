@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from slurm_rules.config_files import RENDERED_BY
+
 from components.config import PlatformConfig, parse_config
 from components.config.operator_keys import READ_BY
 from tools.policy_configs import raw_stack_config, stacks
@@ -16,6 +18,13 @@ from tools.program_mocks import Run, run_under_mocks
 __all__ = ["ROOT", "Run", "example_stacks", "run_under_mocks", "stack_config", "without_keys_unread_by"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def body(text: str) -> str:
+    """A rendered config file without its first line, which must be the RENDERED_BY comment."""
+    header, _, rest = text.partition("\n")
+    assert header == f"# {RENDERED_BY}", text
+    return rest
 
 
 def stack_config(stack: str) -> dict[str, Any]:

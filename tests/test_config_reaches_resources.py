@@ -16,7 +16,7 @@ from components.config.charts import GPU_TOOLKIT_ENV
 from components.platform import build_platform
 from components.slurm import manifest_of, operator_module
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
-from tests.harness import run_under_mocks, stack_config
+from tests.harness import body, run_under_mocks, stack_config
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -159,7 +159,7 @@ def test_cgroup_version_reaches_ack_and_slinky_cgroup_conf(stack, version):
     (cgroup_conf,) = [
         m["data"]["cgroup.conf"] for m in manifest_of(operator_module(config).render(config), "ConfigMap") if "cgroup.conf" in m["data"]
     ]
-    assert cgroup_conf.splitlines()[0] == f"CgroupPlugin=cgroup/{version}"
+    assert body(cgroup_conf).splitlines()[0] == f"CgroupPlugin=cgroup/{version}"
 
 
 def test_the_restricted_login_service_keeps_client_addresses():

@@ -9,8 +9,8 @@ import pytest
 from components.config import ConfigError, parse_config
 from components.config.pools import default_gpu_type
 from components.slurm import ack, slinky
-from components.slurm.common import tenant_slurm_conf
-from tests.harness import stack_config
+from components.slurm.common import tenant_settings
+from tests.harness import body, stack_config
 
 # Real gpu.product label values and the name Slurm's AutoDetect makes of the same GPU's model (lower case, spaces as '_').
 DETECTED = {
@@ -50,7 +50,7 @@ def test_slinky_nodesets_and_acks_cloud_nodes_carry_the_pools_type():
     config = parse_config(stack_config("staging-hangzhou"))  # ACK, NVIDIA-A10, autoscaling
     node_lines = [line for line in ack.slurm_conf(config).splitlines() if line.startswith("NodeName=")]
     assert node_lines and all(" Gres=gpu:a10:1 " in line for line in node_lines)
-    assert ack.gres_conf(config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"
+    assert body(ack.gres_conf(config)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"
 
 
 def test_a_configured_type_that_is_part_of_the_product_is_rendered():
@@ -97,9 +97,9 @@ def test_accounting_tracks_every_gpu_and_each_type_the_pools_have():
     from tests.services import as_operator
 
     raw = as_operator(stack_config("dev-lab"), "slinky", "24.11")
-    assert "AccountingStorageTRES=gres/gpu" in tenant_slurm_conf(parse_config(raw))  # untyped pools
+    assert ("AccountingStorageTRES", "gres/gpu") in tenant_settings(parse_config(raw))  # untyped pools
     gpu_pools = [pool for pool in raw["nodePools"] if pool.get("gpusPerNode")]
     assert len(gpu_pools) == 2
     for pool, product in zip(gpu_pools, ("NVIDIA-L40S", "NVIDIA-H100-80GB-HBM3"), strict=True):
         pool["gpuProduct"] = product
-    assert "AccountingStorageTRES=gres/gpu,gres/gpu:h100,gres/gpu:l40s" in tenant_slurm_conf(parse_config(raw))
+    assert ("AccountingStorageTRES", "gres/gpu,gres/gpu:h100,gres/gpu:l40s") in tenant_settings(parse_config(raw))

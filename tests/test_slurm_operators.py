@@ -7,13 +7,14 @@ import re
 
 import pytest
 from slurm_rules import confinement
+from slurm_rules.config_files import RENDERED_BY, RefusedProperty
 
 from components.config import ConfigError, parse_config
 from components.operator_charts import chart_releases
 from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
 from components.slurm.common import WAIT_FOR_ANNOTATION, worker_shape
 from tests.contracts import contract_errors, status_schema
-from tests.harness import ROOT, stack_config
+from tests.harness import ROOT, body, stack_config
 from tests.test_program import run_stack
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -342,7 +343,7 @@ def test_acks_slurmctld_keeps_its_state_on_a_claim_of_its_own(ack_config):
 def test_ack_slurm_conf_is_generated_from_config(ack_config):
     text = ack.slurm_conf(ack_config)
     lines = text.splitlines()
-    assert lines[:2] == ["ClusterName=ack-slurm-cluster-1", "SlurmctldHost=ack-slurm-cluster-1-head"]
+    assert lines[:3] == [f"# {RENDERED_BY}", "ClusterName=ack-slurm-cluster-1", "SlurmctldHost=ack-slurm-cluster-1-head"]
     assert "GresTypes=gpu" in lines and "AuthType=auth/munge" in lines
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
     dbd_host = "ack-slurm-cluster-1-slurmdbd" if ack.new_api(ack_config) else "ack-slurm-cluster-1-head"
@@ -475,12 +476,12 @@ def test_private_data_and_prolog_flags_go_through_the_release_table():
 
 def test_ack_gres_conf_lists_cloud_gpus_by_device_file_and_autodetects_otherwise(ack_config):
     # AutoDetect on a CLOUD node is fatal in slurmctld up to 23.11.3 (the services tier starts it on this text).
-    assert ack.gres_conf(ack_config) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"
+    assert body(ack.gres_conf(ack_config)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia0\n"
     raw = copy.deepcopy(stack_config("staging-hangzhou"))
     raw["nodePools"][0]["gpusPerNode"] = 8
-    assert ack.gres_conf(parse_config(raw)) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia[0-7]\n"
+    assert body(ack.gres_conf(parse_config(raw))) == "NodeName=ack-slurm-cluster-1-worker-a10-[0-3] Name=gpu Type=a10 File=/dev/nvidia[0-7]\n"
     raw["slurm"]["ack"]["autoscaling"] = {"enabled": False}
-    assert ack.gres_conf(parse_config(raw)) == "AutoDetect=nvml\n"
+    assert body(ack.gres_conf(parse_config(raw))) == "AutoDetect=nvml\n"
 
 
 def test_ack_login_is_a_private_clb_selecting_the_login_pods_not_the_head(ack_config):
@@ -719,7 +720,7 @@ def test_ack_confines_jobs_through_its_config_map_and_privileged_slurmd(ack_conf
         assert lines.count(line) == 1, line
     assert confinement.slurm_conf_gaps(ack.slurm_conf(ack_config)) == []
     data = ack.slurm_conf_config_map(ack_config)["data"]
-    assert data["cgroup.conf"].splitlines() == [
+    assert body(data["cgroup.conf"]).splitlines() == [
         "CgroupPlugin=cgroup/v2",
         "IgnoreSystemd=yes",
         "EnableControllers=yes",
@@ -733,10 +734,12 @@ def test_ack_confines_jobs_through_its_config_map_and_privileged_slurmd(ack_conf
         **{c["name"]: None for c in containers if c["name"] != "slurmd"},
         "slurmd": {"privileged": True},
     }
-    # An extra line that keeps task/cgroup is fine.
+    # An extra line that keeps task/cgroup still repeats a key the file sets: refused where it is added, with its key path.
     slurm = {**stack_config("staging-hangzhou")["slurm"]}
     slurm["ack"] = {**slurm["ack"], "extraSlurmConf": ["TaskPlugin=task/cgroup"]}
-    assert ack.slurm_conf(with_overrides("staging-hangzhou", slurm=slurm)).endswith("TaskPlugin=task/cgroup\n")
+    with pytest.raises(RefusedProperty, match="already has TaskPlugin=task/cgroup,task/affinity") as refused:
+        ack.slurm_conf(with_overrides("staging-hangzhou", slurm=slurm))
+    assert refused.value.origin == ("slurm", "ack", "extraSlurmConf", 0)
 
 
 def test_slinky_confines_jobs_through_extra_conf_and_config_file_refs(hcm):
@@ -752,7 +755,7 @@ def test_slinky_confines_jobs_through_extra_conf_and_config_file_refs(hcm):
 def test_cgroup_v1_nodes_get_the_v1_plugin_and_no_v2_lines(hcm):
     v1 = parse_config({**stack_config("prod-hcm"), "slurm": {**stack_config("prod-hcm")["slurm"], "worker": {"cgroupVersion": "v1"}}})
     text = slinky.config_files(v1)["data"]["cgroup.conf"]
-    assert text.splitlines() == ["CgroupPlugin=cgroup/v1", "ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"]
+    assert body(text).splitlines() == ["CgroupPlugin=cgroup/v1", "ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"]
 
 
 @pytest.mark.parametrize("stack", ["staging-hanoi", "dev-lab", "dev"])

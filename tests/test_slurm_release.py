@@ -10,7 +10,7 @@ from slurm_rules.slurm_release import RELEASES, unknown_release
 from components.config import ConfigError, parse_config
 from components.slurm import ack, slinky, soperator1, soperator4
 from components.slurm.release import SlurmRelease, deployed_release, release_in_image_tag
-from tests.harness import stack_config
+from tests.harness import body, stack_config
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,9 @@ def test_acks_slurm_conf_gres_conf_and_cgroup_conf_are_taken_verbatim_by_the_rel
         target = SlurmRelease.parse(release)
         assert line_gates(data["slurm.conf"], target) == []
         assert line_gates(data["gres.conf"], target, "gres.conf") == []
-        assert [line for line in data["cgroup.conf"].splitlines() if not slurm_options.accepts(target, "cgroup.conf", *line.split("=", 1))] == []
+        assert [
+            line for line in body(data["cgroup.conf"]).splitlines() if not slurm_options.accepts(target, "cgroup.conf", *line.split("=", 1))
+        ] == []
 
 
 def test_acks_cloud_node_lines_follow_the_release():
@@ -155,9 +157,9 @@ def test_acks_cloud_node_lines_follow_the_release():
 def test_gpu_autodetect_is_the_plugin_the_release_has(release, plugin):
     raw = ack_stack(slurmRelease=release)
     raw["slurm"]["ack"]["autoscaling"] = {"enabled": False}
-    assert ack.gres_conf(parse_config(raw)) == f"AutoDetect={plugin}\n"
+    assert body(ack.gres_conf(parse_config(raw))) == f"AutoDetect={plugin}\n"
     slinky_config = parse_config({"slurmOperator": "slinky", "slurm": {"slinky": {"tag": f"{release}-ubuntu24.04"}}})
-    assert slinky.config_files(slinky_config)["data"]["gres.conf"] == f"AutoDetect={plugin}\n"
+    assert body(slinky.config_files(slinky_config)["data"]["gres.conf"]) == f"AutoDetect={plugin}\n"
 
 
 def test_enable_controllers_is_rendered_where_the_release_knows_it():

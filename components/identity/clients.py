@@ -3,6 +3,8 @@ and what a login's sshd needs to let researchers in as themselves, on the keys t
 
 from __future__ import annotations
 
+from slurm_rules.config_files import ConfigFile
+
 from ..config import LdapConfig
 from .ldif import dn
 from .names import CA_FILE, NSLCD_CA_FILE, SSSD_CA_FILE, ldap_uri, readonly_dn
@@ -20,40 +22,36 @@ def ca_file(ldap: LdapConfig, default: str) -> str:
 
 
 def ldap_conf(ldap: LdapConfig, namespace: str) -> str:
-    return f"BASE\t{ldap.base_dn}\nURI\t{ldap_uri(ldap, namespace)}\nTLS_CACERT\t{ca_file(ldap, NSLCD_CA_FILE)}\n"
+    conf = ConfigFile("ldap.conf", "\t")
+    conf.set("BASE", ldap.base_dn).set("URI", ldap_uri(ldap, namespace)).set("TLS_CACERT", ca_file(ldap, NSLCD_CA_FILE))
+    return conf.text()
 
 
 def nslcd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
-    # Binds as the read-only account: nslcd.conf holds its password, so it lives in a Secret.
-    return (
-        "uid nslcd\ngid nslcd\n"
-        f"uri {ldap_uri(ldap, namespace)}\n"
-        f"binddn {readonly_dn(ldap)}\n"
-        f"bindpw {bind_password}\n"
-        f"base {ldap.base_dn}\n"
-        f"base passwd {dn('ou', 'users', ldap.base_dn)}\n"
-        f"base group {dn('ou', 'groups', ldap.base_dn)}\n"
-        f"tls_cacertfile {ca_file(ldap, NSLCD_CA_FILE)}\n"
-    )
+    # Binds as the read-only account: nslcd.conf holds its password, so it lives in a Secret. nslcd takes a
+    # base per map: `base passwd` and `base group` beside the default `base`.
+    conf = ConfigFile("nslcd.conf", " ", repeatable=["base"])
+    conf.set("uid", "nslcd").set("gid", "nslcd").set("uri", ldap_uri(ldap, namespace))
+    conf.set("binddn", readonly_dn(ldap)).set("bindpw", bind_password).set("base", ldap.base_dn)
+    conf.set("base", f"passwd {dn('ou', 'users', ldap.base_dn)}").set("base", f"group {dn('ou', 'groups', ldap.base_dn)}")
+    conf.set("tls_cacertfile", ca_file(ldap, NSLCD_CA_FILE))
+    return conf.text()
 
 
 def sssd_conf(ldap: LdapConfig, namespace: str, bind_password: str) -> str:
     """The ssh responder hands sshd a user's sshPublicKey values (sss_ssh_authorizedkeys, sshd_settings); a locked
     researcher (shadowExpire 1, the reconciler's lock) is refused by the ldap access provider's shadow check."""
-    return (
-        "[sssd]\nservices = nss, pam, ssh\nconfig_file_version = 2\ndomains = LDAP\n\n"
-        "[domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n"
-        "access_provider = ldap\nldap_access_order = expire\nldap_account_expire_policy = shadow\n"
-        f"ldap_user_ssh_public_key = {SSH_KEY_ATTRIBUTE}\n"
-        f"ldap_uri = {ldap_uri(ldap, namespace)}\n"
-        f"ldap_search_base = {ldap.base_dn}\n"
-        f"ldap_user_search_base = {dn('ou', 'users', ldap.base_dn)}\n"
-        f"ldap_group_search_base = {dn('ou', 'groups', ldap.base_dn)}\n"
-        f"ldap_default_bind_dn = {readonly_dn(ldap)}\n"
-        f"ldap_default_authtok = {bind_password}\n"
-        f"ldap_tls_cacert = {ca_file(ldap, SSSD_CA_FILE)}\n"
-        "cache_credentials = true\nenumerate = false\n"
-    )
+    conf = ConfigFile("sssd.conf", " = ")
+    conf.section("sssd").set("services", "nss, pam, ssh").set("config_file_version", 2).set("domains", "LDAP")
+    conf.section("domain/LDAP").set("id_provider", "ldap").set("auth_provider", "ldap")
+    conf.set("access_provider", "ldap").set("ldap_access_order", "expire").set("ldap_account_expire_policy", "shadow")
+    conf.set("ldap_user_ssh_public_key", SSH_KEY_ATTRIBUTE)
+    conf.set("ldap_uri", ldap_uri(ldap, namespace)).set("ldap_search_base", ldap.base_dn)
+    conf.set("ldap_user_search_base", dn("ou", "users", ldap.base_dn)).set("ldap_group_search_base", dn("ou", "groups", ldap.base_dn))
+    conf.set("ldap_default_bind_dn", readonly_dn(ldap)).set("ldap_default_authtok", bind_password)
+    conf.set("ldap_tls_cacert", ca_file(ldap, SSSD_CA_FILE))
+    conf.set("cache_credentials", "true").set("enumerate", "false")
+    return conf.text()
 
 
 def sshd_settings() -> list[str]:

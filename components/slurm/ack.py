@@ -36,20 +36,24 @@ import shlex
 from typing import Any, Optional
 
 from slurm_rules import confinement, slurm_options
+from slurm_rules.config_files import SlurmConfig
 
 from ..charts import ChartRelease, chart_source
-from ..config import AckClusterConfig, NodePoolConfig, PlatformConfig, login_lb_annotations
+from ..config import AckClusterConfig, NodePoolConfig, PartitionConfig, PlatformConfig, login_lb_annotations
 from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..munge import MUNGE_KEY_FIELD, munge_secret_name
+from ..names import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
-    PROLOG_FLAGS_CONTAIN,
     SSHD_PORT,
     USER_PLACEHOLDER,
+    add_tenant_settings,
     awaits_address,
+    contain,
     container_resources,
-    default_memory_line,
+    default_memory,
+    define_partitions,
     gpu_resources,
     gres_gpus,
     ldap_ca_files,
@@ -57,7 +61,6 @@ from .common import (
     no_live_login,
     no_removed_workers_warning,
     node_port_fields,
-    partition_options,
     readiness_annotations,
     service_account_rbac,
     ssh_command_for,
@@ -66,7 +69,6 @@ from .common import (
     system_placement,
     system_priority,
     system_priority_class_name,
-    tenant_slurm_conf,
     worker_placement,
     worker_shape,
 )
@@ -89,7 +91,6 @@ NODE_TYPE_LABEL = "kai.alibabacloud.com/slurm-node-type"
 # policies select workers by, whatever node-type label the operator adds.
 ROLE_LABEL = "slurm-platform/role"
 NAS_DRIVER = "nasplugin.csi.alibabacloud.com"
-SLURMDBD_PORT = 6819
 HOME = "/home"
 # What slurmctld-copilot rewrites on the live CR when it resumes or suspends workers.
 AUTOSCALED_FIELDS = tuple(f"spec.workerGroupSpecs[*].{field}" for field in ("replicas", "podsToBeCreated", "podsToBeDeleted"))
@@ -151,84 +152,60 @@ def worker_name_prefix(config: PlatformConfig, pool: NodePoolConfig) -> str:
 # --- slurm.conf -----------------------------------------------------------------
 
 
-def node_lines(config: PlatformConfig) -> list[str]:
+def define_workers(conf: SlurmConfig, config: PlatformConfig) -> None:
     """A Slurm NodeSet per worker group (workers register as dynamic nodes with Feature=<group>),
     and with autoscaling the guide's CLOUD NodeName lines the copilot resumes and suspends."""
     autoscaling = ack(config).autoscaling
     cpus, memory = worker_shape(config)
-    lines = []
     for pool in config.gpu_pools:
-        lines.append(f"NodeSet={pool.name} Feature={pool.name}")
+        conf.define("NodeSet", pool.name, [("Feature", pool.name)])
         if autoscaling.enabled:
-            shape = f"CPUs={cpus} RealMemory={memory} Gres={gres_gpus(pool)}"
             nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
-            lines.append(f"NodeName={nodes} {shape} Feature={pool.name},cloud State=CLOUD")
-    return lines
+            shape = [("CPUs", cpus), ("RealMemory", memory), ("Gres", gres_gpus(pool))]
+            conf.define("NodeName", nodes, [*shape, ("Feature", f"{pool.name},cloud"), ("State", "CLOUD")])
 
 
-def partition_lines(config: PlatformConfig) -> list[str]:
-    lines = []
-    for partition in config.partitions:
-        nodes = ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
-        lines.append(
-            f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
-        )
-    return lines
+def partition_nodes(config: PlatformConfig, partition: PartitionConfig) -> str:
+    """The NodeSets (one per worker group) a partition spans."""
+    return ",".join(p.name for p in config.gpu_pools if p.name in partition.pools) if partition.pools else "ALL"
 
 
 def slurm_conf(config: PlatformConfig) -> str:
     settings = ack(config)
-    lines = [
-        f"ClusterName={config.cluster.name}",
-        f"SlurmctldHost={slurmctld_host(config)}",
-        f"SlurmUser={SLURM_USER}",
-        "AuthType=auth/munge",
-        "SlurmctldPort=6817",
-        "SlurmdPort=6818",
-        f"StateSaveLocation={STATE_SAVE_LOCATION}",
-        "SlurmdSpoolDir=/var/spool/slurmd",
-        "ReturnToService=2",
-        "MpiDefault=none",
-        *confinement.SLURM_CONF_LINES,
-        # Every job's extern step holds its cgroup on each node (pam_slurm_adopt's, where the image has it).
-        PROLOG_FLAGS_CONTAIN,
-        "SchedulerType=sched/backfill",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core_Memory",
-        default_memory_line(config),
-        "GresTypes=gpu",
-        "SlurmctldTimeout=300",
-        "SlurmdTimeout=300",
-        "MaxNodeCount=1024",
-    ]
+    conf = SlurmConfig(config.slurm_release)
+    conf.set("ClusterName", config.cluster.name).set("SlurmctldHost", slurmctld_host(config)).set("SlurmUser", SLURM_USER)
+    conf.set("AuthType", "auth/munge").set("SlurmctldPort", SLURMCTLD_PORT).set("SlurmdPort", SLURMD_PORT)
+    conf.set("StateSaveLocation", STATE_SAVE_LOCATION).set("SlurmdSpoolDir", "/var/spool/slurmd")
+    conf.set("ReturnToService", 2).set("MpiDefault", "none")
+    for key, value in confinement.SLURM_CONF_SETTINGS:
+        conf.set(key, value)
+    # Every job's extern step holds its cgroup on each node (pam_slurm_adopt's, where the image has it).
+    contain(conf)
+    conf.set("SchedulerType", "sched/backfill").set("SelectType", "select/cons_tres").set("SelectTypeParameters", "CR_Core_Memory")
+    conf.set(*default_memory(config)).set("GresTypes", "gpu")
+    conf.set("SlurmctldTimeout", 300).set("SlurmdTimeout", 300).set("MaxNodeCount", 1024)
     if config.slurm.accounting.enabled:
-        lines += [
-            "AccountingStorageType=accounting_storage/slurmdbd",
-            f"AccountingStorageHost={slurmdbd_host(config)}",
-            f"AccountingStoragePort={SLURMDBD_PORT}",
-            "JobAcctGatherType=jobacct_gather/linux",
-            "JobAcctGatherFrequency=30",
-        ]
+        conf.set("AccountingStorageType", "accounting_storage/slurmdbd").set("AccountingStorageHost", slurmdbd_host(config))
+        conf.set("AccountingStoragePort", SLURMDBD_PORT)
+        conf.set("JobAcctGatherType", "jobacct_gather/linux").set("JobAcctGatherFrequency", 30)
     autoscaling = settings.autoscaling
     if autoscaling.enabled:
-        lines += [
-            f"SuspendProgram={SLURMCTLD_POWER_PROGRAM}",
-            f"ResumeProgram={SLURMCTLD_POWER_PROGRAM}",
-            f"SuspendTimeout={autoscaling.suspend_timeout}",
-            f"ResumeTimeout={autoscaling.resume_timeout}",
-            f"SuspendTime={autoscaling.suspend_time}",
-            f"ResumeRate={autoscaling.resume_rate}",
-            f"SuspendRate={autoscaling.suspend_rate}",
-            # The guide's lines for CLOUD nodes; rendered where the release takes them (slurm_options).
-            "CommunicationParameters=NoAddrCache",
-            "ReconfigFlags=KeepPowerSaveSettings",
-        ]
-    lines = slurm_options.rendered(config.slurm_release, "slurm.conf", lines)
+        conf.set("SuspendProgram", SLURMCTLD_POWER_PROGRAM).set("ResumeProgram", SLURMCTLD_POWER_PROGRAM)
+        conf.set("SuspendTimeout", autoscaling.suspend_timeout).set("ResumeTimeout", autoscaling.resume_timeout)
+        conf.set("SuspendTime", autoscaling.suspend_time).set("ResumeRate", autoscaling.resume_rate)
+        conf.set("SuspendRate", autoscaling.suspend_rate)
+        # The guide's lines for CLOUD nodes, where the release takes them.
+        conf.set_where_taken("CommunicationParameters", "NoAddrCache")
+        conf.set_where_taken("ReconfigFlags", "KeepPowerSaveSettings")
     if gpu_jobs.maps_gpu_jobs(config):
         # dcgm-exporter's HPC job mapping, from the scripts the workers mount (worker_group).
-        lines += [f"Prolog={gpu_jobs.PROLOG_PATH}", f"Epilog={gpu_jobs.EPILOG_PATH}"]
-    lines += tenant_slurm_conf(config) + node_lines(config) + partition_lines(config) + list(settings.extra_slurm_conf)
-    return "\n".join(lines) + "\n"
+        conf.set("Prolog", gpu_jobs.PROLOG_PATH).set("Epilog", gpu_jobs.EPILOG_PATH)
+    add_tenant_settings(conf, config)
+    define_workers(conf, config)
+    define_partitions(conf, config, lambda partition: partition_nodes(config, partition))
+    for index, line in enumerate(settings.extra_slurm_conf):
+        conf.line(line, ("slurm", "ack", "extraSlurmConf", index))
+    return conf.text()
 
 
 def gres_conf(config: PlatformConfig) -> str:
@@ -236,14 +213,15 @@ def gres_conf(config: PlatformConfig) -> str:
     listed by device file instead: slurmctld refuses `AutoDetect` on a CLOUD node (fatal up to 23.11.3,
     an error that drops the node's GPUs since)."""
     autoscaling = ack(config).autoscaling
+    conf = SlurmConfig(config.slurm_release, "gres.conf")
     if not autoscaling.enabled:
-        return f"AutoDetect={slurm_options.gpu_autodetect(config.slurm_release)}\n"
-    lines = []
+        return conf.set("AutoDetect", slurm_options.gpu_autodetect(config.slurm_release)).text()
     for pool in config.gpu_pools:
         devices = "/dev/nvidia0" if pool.gpus_per_node == 1 else f"/dev/nvidia[0-{pool.gpus_per_node - 1}]"
-        gpu_type = f" Type={pool.slurm_gpu_type}" if pool.slurm_gpu_type else ""
-        lines.append(f"NodeName={worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}] Name=gpu{gpu_type} File={devices}")
-    return "\n".join(lines) + "\n"
+        gpu_type = [("Type", pool.slurm_gpu_type)] if pool.slurm_gpu_type else []
+        nodes = f"{worker_name_prefix(config, pool)}[0-{autoscaling.max_nodes_per_group - 1}]"
+        conf.define("NodeName", nodes, [("Name", "gpu"), *gpu_type, ("File", devices)])
+    return conf.text()
 
 
 def slurm_conf_config_map(config: PlatformConfig) -> dict[str, Any]:
@@ -333,7 +311,7 @@ def head_template(config: PlatformConfig) -> dict[str, Any]:
     """slurmctld (and slurmdbd in the 2024-06 API) only: users SSH into the login Deployment. Its state lives on the
     state claim, made slurm's before slurmctld starts (the image's own directory is hidden under the mount)."""
     controller = config.slurm.controller
-    ports = [6817] + ([] if new_api(config) else [SLURMDBD_PORT])
+    ports = [SLURMCTLD_PORT] + ([] if new_api(config) else [SLURMDBD_PORT])
     template = pod_template(
         config,
         "slurmctld",
@@ -366,7 +344,7 @@ def worker_group(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]
     # slurmd confines each job in a cgroup of its own (cgroup.conf): that takes a writable /sys/fs/cgroup and,
     # on cgroup v2, loading BPF device filters, which a container gets only privileged (as Slinky's and soperator's slurmd).
     resources = container_resources(config.slurm.worker.slurmd, gpu_resources(config, pool))
-    template = pod_template(config, "slurmd", [6818], resources, placement, {ROLE_LABEL: "worker"}, privileged=True)
+    template = pod_template(config, "slurmd", [SLURMD_PORT], resources, placement, {ROLE_LABEL: "worker"}, privileged=True)
     volumes, mounts = gpu_jobs.worker_volumes(config)
     template["spec"]["volumes"] += volumes
     template["spec"]["containers"][0]["volumeMounts"] += mounts
@@ -831,7 +809,7 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
 
 
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
-    """Each worker group's nodes carry its name as a feature (node_lines)."""
+    """Each worker group's nodes carry its name as a feature (define_workers)."""
     return pool.name
 
 

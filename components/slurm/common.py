@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
-from slurm_rules import kube_rules, slurm_options
+from slurm_rules import kube_rules
+from slurm_rules.config_files import Origin, SlurmConfig, options_of
 from slurm_rules.slurm_release import SlurmRelease
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, TenantConfig, login_lb_annotations, quantity_value
 from ..identity.names import TLS_CA_KEY
+from ..names import SLURMDBD_PORT
 from . import AccountingClient, ReadyWhen, Rendered
 
 SSHD_PORT = 22
@@ -174,12 +176,12 @@ def worker_shape(config: PlatformConfig) -> tuple[int, int]:
     return max(1, int(quantity_value(worker.cpu))), int(quantity_value(worker.memory) // 2**20)
 
 
-def default_memory_line(config: PlatformConfig) -> str:
+def default_memory(config: PlatformConfig) -> tuple[str, int]:
     """Every operator's Slurm treats memory as consumable (soperator and ACK write CR_Core_Memory, Slinky leaves
     Slurm's default, the same): a job that asks for none would hold its whole node, so a second tenant's job waits
     beside idle GPUs (the services tier saw it). Its cores' share of a worker instead."""
     cpus, memory = worker_shape(config)
-    return f"DefMemPerCPU={memory // cpus}"
+    return "DefMemPerCPU", memory // cpus
 
 
 # Where a pod beside the cluster (the tenants Job, the Slurm exporter) mounts the cluster's auth key.
@@ -193,20 +195,12 @@ SACK_SOCKET = "/run/slurm/sack.socket"
 def client_slurm_conf(config: PlatformConfig, client: AccountingClient) -> str:
     """Just enough slurm.conf for a client beside the cluster (sacctmgr, scontrol, squeue) to reach slurmdbd and slurmctld;
     SlurmUser too: `scontrol ping` addresses its credential to it, which a slurmctld running as another user cannot read."""
-    return (
-        "\n".join(
-            [
-                f"ClusterName={config.cluster.name}",
-                f"SlurmctldHost={client.slurmctld_host}",
-                f"SlurmUser={client.slurm_user}",
-                f"AuthType={client.auth}",
-                "AccountingStorageType=accounting_storage/slurmdbd",
-                f"AccountingStorageHost={client.slurmdbd_host}",
-                "AccountingStoragePort=6819",
-            ]
-        )
-        + "\n"
-    )
+    conf = SlurmConfig(config.slurm_release)
+    conf.set("ClusterName", config.cluster.name).set("SlurmctldHost", client.slurmctld_host)
+    conf.set("SlurmUser", client.slurm_user).set("AuthType", client.auth)
+    conf.set("AccountingStorageType", "accounting_storage/slurmdbd").set("AccountingStorageHost", client.slurmdbd_host)
+    conf.set("AccountingStoragePort", SLURMDBD_PORT)
+    return conf.text()
 
 
 def munged_lines(key_file: str, foreground: bool = False) -> list[str]:
@@ -233,12 +227,12 @@ PRIORITY_WEIGHT_QOS = 100000
 PRIVATE_DATA = ("accounts", "jobs", "reservations", "usage", "users")
 # Every job gets an extern step at allocation that holds its cgroup on each node: what pam_slurm_adopt
 # puts an SSH session into (ACK's and Slinky's renders; soperator writes its own slurm.conf).
-PROLOG_FLAGS_CONTAIN = "PrologFlags=Contain"
+PROLOG_FLAGS_CONTAIN = ("PrologFlags", "Contain")
 
 
-def contain_lines(config: PlatformConfig) -> list[str]:
+def contain(conf: SlurmConfig) -> None:
     """`PROLOG_FLAGS_CONTAIN` where the release takes it (every release the program knows)."""
-    return slurm_options.rendered(config.slurm_release, "slurm.conf", [PROLOG_FLAGS_CONTAIN])
+    conf.set_where_taken(*PROLOG_FLAGS_CONTAIN)
 
 
 def private_data(config: PlatformConfig) -> str:
@@ -246,32 +240,35 @@ def private_data(config: PlatformConfig) -> str:
     return ",".join(PRIVATE_DATA) if config.tenants else ""
 
 
-def tenant_slurm_conf(config: PlatformConfig) -> list[str]:
+def tenant_settings(config: PlatformConfig) -> list[tuple[str, object]]:
     """What the tenants (components/tenancy.py) need from slurm.conf: QOS-weighted
     multifactor priority, oppo jobs requeued when a guaranteed QOS wants their GPUs,
     limits enforced from slurmdbd (associations carry the guarantees), and each tenant's
-    jobs and records hidden from the others (PrivateData). Lines the release takes (slurm_options)."""
+    jobs and records hidden from the others (PrivateData)."""
     if not config.tenants:
         return []
-    return slurm_options.rendered(
-        config.slurm_release,
-        "slurm.conf",
-        [
-            # A job that names no partition is submitted to every partition and runs only where its account
-            # is allowed (partition_options); one that names only partitions its account may not use is refused.
-            "JobSubmitPlugins=all_partitions",
-            "EnforcePartLimits=ANY",
-            "PriorityType=priority/multifactor",
-            f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
-            "PriorityWeightFairshare=10000",
-            "PriorityWeightAge=1000",
-            "PreemptType=preempt/qos",
-            "PreemptMode=REQUEUE",
-            "AccountingStorageEnforce=associations,limits,qos,safe",
-            f"AccountingStorageTRES={accounted_gpu_tres(config)}",
-            f"PrivateData={private_data(config)}",
-        ],
-    )
+    return [
+        # A job that names no partition is submitted to every partition and runs only where its account
+        # is allowed (partition_options); one that names only partitions its account may not use is refused.
+        ("JobSubmitPlugins", "all_partitions"),
+        ("EnforcePartLimits", "ANY"),
+        ("PriorityType", "priority/multifactor"),
+        ("PriorityWeightQOS", PRIORITY_WEIGHT_QOS),
+        ("PriorityWeightFairshare", 10000),
+        ("PriorityWeightAge", 1000),
+        ("PreemptType", "preempt/qos"),
+        ("PreemptMode", "REQUEUE"),
+        ("AccountingStorageEnforce", "associations,limits,qos,safe"),
+        ("AccountingStorageTRES", accounted_gpu_tres(config)),
+        ("PrivateData", private_data(config)),
+    ]
+
+
+def add_tenant_settings(conf: SlurmConfig, config: PlatformConfig, written_by_operator: frozenset[tuple[str, str]] = frozenset()) -> None:
+    """`tenant_settings` where the release takes them, but for those the operator's own slurm.conf already writes."""
+    for key, value in tenant_settings(config):
+        if (key, str(value)) not in written_by_operator:
+            conf.set_where_taken(key, value)
 
 
 # Partitions name parent accounts, not tenants, where the release's AllowAccounts takes an account's
@@ -313,20 +310,34 @@ def parent_account(config: PlatformConfig, tenant: TenantConfig, oppo: bool) -> 
     return pool_set_account(tenant.pools) if tenant.pools else "root"
 
 
-def partition_options(config: PlatformConfig, partition: PartitionConfig) -> str:
+def partition_options(config: PlatformConfig, partition: PartitionConfig) -> list[tuple[str, str]]:
     """A partition's slurm.conf options. With tenants, guaranteed work stays on the pools of its cells:
     a tenant's account may use a partition only if it holds cells on every pool the partition spans,
     and every oppo account may use any partition (its jobs borrow idle GPUs and are preempted)."""
+    written = options_of(partition.config)
     if not config.tenants:
-        return partition.config
+        return written
     spanned = set(partition.pools) or {pool.name for pool in config.gpu_pools}
     if partitions_name_parents(config):
         accounts = [*pool_set_accounts(config, spanned), OPPO_PARENT_ACCOUNT]
     else:
         accounts = [t.name for t in config.tenants if spanned <= t.pools]
         accounts += [t.oppo_account for t in config.tenants if "oppo" in t.priorities]
-    # Nobody's: only Slurm's own root account (an administrator's) may use it.
-    return f"{partition.config} AllowAccounts={','.join(accounts) or 'root'}"
+    # Nobody's: only Slurm's own root account (an administrators') may use it.
+    return [*written, ("AllowAccounts", ",".join(accounts) or "root")]
+
+
+def partition_origin(config: PlatformConfig, partition: PartitionConfig) -> Origin:
+    """Where the stack config wrote the partition's options (none for the program's default partition)."""
+    written = config.slurm.partitions
+    return ("slurm", "partitions", written.index(partition), "config") if partition in written else ()
+
+
+def define_partitions(conf: SlurmConfig, config: PlatformConfig, nodes: Callable[[PartitionConfig], str]) -> None:
+    """A PartitionName line per partition, over the nodes the operator names for it."""
+    for partition in config.partitions:
+        options = [("Nodes", nodes(partition)), ("Default", "YES" if partition.default else "NO"), *partition_options(config, partition)]
+        conf.define("PartitionName", partition.name, options, partition_origin(config, partition))
 
 
 def system_priority_class_name(config: PlatformConfig) -> str:

@@ -15,18 +15,21 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from slurm_rules import confinement, slurm_options
+from slurm_rules.config_files import SlurmConfig, options_text
 
 from ..charts import ChartRelease, chart_source, deep_merge, uses_mariadb_operator
-from ..config import NodePoolConfig, PlatformConfig
+from ..config import NodePoolConfig, PartitionConfig, PlatformConfig
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from ..monitoring.monitors import database_metrics
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
     USER_PLACEHOLDER,
-    contain_lines,
+    add_tenant_settings,
+    contain,
     container_resources,
-    default_memory_line,
+    default_memory,
+    define_partitions,
     gpu_resources,
     gres_gpus,
     ldap_ca_files,
@@ -35,7 +38,6 @@ from .common import (
     no_removed_workers_warning,
     no_status_message,
     operator_priority_class_name,
-    partition_options,
     private_data,
     readiness_annotations,
     ssh_command_for,
@@ -44,7 +46,6 @@ from .common import (
     system_placement,
     system_priority,
     system_priority_class_name,
-    tenant_slurm_conf,
     worker_placement,
 )
 
@@ -105,15 +106,22 @@ def pod_spec(config: PlatformConfig, placement: dict[str, Any]) -> dict[str, Any
     return {**placement, "priorityClassName": system_priority_class_name(config), "automountServiceAccountToken": False}
 
 
-def partition_lines(config: PlatformConfig) -> list[str]:
-    lines = []
-    for partition in config.partitions:
-        pools = [p for p in config.gpu_pools if not partition.pools or p.name in partition.pools]
-        nodes = ",".join(nodeset_name(p) for p in pools)
-        lines.append(
-            f"PartitionName={partition.name} Nodes={nodes} Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
-        )
-    return lines
+def partition_nodes(config: PlatformConfig, partition: PartitionConfig) -> str:
+    """The NodeSets a partition spans (every GPU pool's where it names none)."""
+    return ",".join(nodeset_name(p) for p in config.gpu_pools if not partition.pools or p.name in partition.pools)
+
+
+def extra_conf(config: PlatformConfig) -> str:
+    """The Controller's extraConf: what the operator's own slurm.conf lacks. It writes no ProctrackType, TaskPlugin
+    or PrologFlags: Slurm's defaults confine no job."""
+    conf = SlurmConfig(config.slurm_release)
+    conf.set("GresTypes", "gpu").set(*default_memory(config))
+    for key, value in confinement.SLURM_CONF_SETTINGS:
+        conf.set(key, value)
+    contain(conf)
+    add_tenant_settings(conf, config)
+    define_partitions(conf, config, lambda partition: partition_nodes(config, partition))
+    return conf.fragment()
 
 
 def config_files(config: PlatformConfig) -> dict[str, Any]:
@@ -125,7 +133,7 @@ def config_files(config: PlatformConfig) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": metadata(config, names(config)["config"]),
         "data": {
-            "gres.conf": f"AutoDetect={slurm_options.gpu_autodetect(config.slurm_release)}\n",
+            "gres.conf": SlurmConfig(config.slurm_release, "gres.conf").set("AutoDetect", slurm_options.gpu_autodetect(config.slurm_release)).text(),
             "cgroup.conf": confinement.cgroup_conf(config.slurm.worker.cgroup_version, config.slurm_release),
         },
     }
@@ -143,17 +151,7 @@ def controller(config: PlatformConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "clusterName": config.cluster.name,
         **key_refs(config),
-        # The operator writes no ProctrackType, TaskPlugin or PrologFlags: Slurm's defaults confine no job.
-        "extraConf": "\n".join(
-            [
-                "GresTypes=gpu",
-                default_memory_line(config),
-                *confinement.SLURM_CONF_LINES,
-                *contain_lines(config),
-                *tenant_slurm_conf(config),
-                *partition_lines(config),
-            ]
-        ),
+        "extraConf": extra_conf(config),
         "configFileRefs": [{"name": n["config"]}],
         "slurmctld": {"image": image(config, "slurmctld"), "resources": container_resources(config.slurm.controller.slurmctld)},
         "template": {"spec": pod_spec(config, system_placement(config))},
@@ -202,7 +200,7 @@ def nodeset(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, Any]:
             "controllerRef": {"name": names(config)["controller"]},
             "replicas": pool.worker_replicas,
             # Registered with its GPUs from the start (upstream #191: Gres=(null) otherwise).
-            "extraConf": f"Gres={gres_gpus(pool)}",
+            "extraConf": options_text(config.slurm_release, "NodeName", [("Gres", gres_gpus(pool))]),
             "partition": {"enabled": False},
             "slurmd": slurmd,
             "template": {"spec": pod_spec(config, pod)},

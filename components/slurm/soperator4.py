@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from slurm_rules.config_files import SlurmConfig, options_text
+
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
@@ -25,11 +27,13 @@ from . import AccountingClient, KeySecret, PodRoles, Rendered, gpu_jobs, soperat
 from .common import (
     SSHD_PORT,
     USER_PLACEHOLDER,
-    default_memory_line,
+    add_tenant_settings,
+    default_memory,
     gpu_resources,
     no_live_login,
     no_removed_workers_warning,
     partition_options,
+    partition_origin,
     private_data,
     resources,
     service_account_rbac,
@@ -37,7 +41,6 @@ from .common import (
     ssh_endpoint,
     system_priority,
     system_priority_class_name,
-    tenant_slurm_conf,
     worker_placement,
 )
 
@@ -174,7 +177,8 @@ def partition_configuration(config: PlatformConfig) -> dict[str, Any]:
             entry["nodeSetRefs"] = [nodeset_name(p) for p in config.gpu_pools if p.name in partition.pools]
         else:
             entry["isAll"] = True
-        entry["config"] = f"Default={'YES' if partition.default else 'NO'} {partition_options(config, partition)}"
+        options = [("Default", "YES" if partition.default else "NO"), *partition_options(config, partition)]
+        entry["config"] = options_text(config.slurm_release, "PartitionName", options, partition_origin(config, partition))
         partitions.append(entry)
     return {"configType": "structured", "partitions": partitions}
 
@@ -234,17 +238,20 @@ def rest_node(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-# The operator's own slurm.conf sets this, and preempt/partition_prio; customSlurmConfig is included after them.
-OPERATOR_PREEMPT_MODE = "PreemptMode=REQUEUE"
+# What the operator's own slurm.conf sets as the tenants need it, besides PreemptType=preempt/partition_prio;
+# customSlurmConfig is included after it.
+WRITTEN_BY_OPERATOR = frozenset({("PreemptMode", "REQUEUE")})
 
 
-def custom_slurm_config(config: PlatformConfig) -> list[str]:
-    """The tenants' lines minus what the operator writes itself. PreemptType is the one line
+def custom_slurm_config(config: PlatformConfig) -> str:
+    """The tenants' settings but for what the operator writes itself. PreemptType is the one key
     both write: the tenants need preempt/qos (oppo requeued by QOS, whatever the partition), and
     customSlurmConfig is included after the operator's preempt/partition_prio, so Slurm runs the
     later value (logging the repeat once; the services tier checks which one runs). Before them, the default
     memory per CPU the operator's CR_Core_Memory lacks."""
-    return [default_memory_line(config), *(line for line in tenant_slurm_conf(config) if line != OPERATOR_PREEMPT_MODE)]
+    conf = SlurmConfig(config.slurm_release).set(*default_memory(config))
+    add_tenant_settings(conf, config, WRITTEN_BY_OPERATOR)
+    return conf.fragment()
 
 
 def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
@@ -264,7 +271,7 @@ def slurm_cluster_manifest(config: PlatformConfig) -> dict[str, Any]:
             "k8sNodeFilters": k8s_node_filters(config.node_pools),
             "volumeSources": soperator.volume_sources(config),
             "partitionConfiguration": partition_configuration(config),
-            **({"customSlurmConfig": "\n".join(lines)} if (lines := custom_slurm_config(config)) else {}),
+            "customSlurmConfig": custom_slurm_config(config),
             # slurmd's Prolog and Epilog, which the operator writes from slurmConfig into slurm.conf.
             **({"slurmConfig": {"prolog": gpu_jobs.PROLOG_PATH, "epilog": gpu_jobs.EPILOG_PATH}} if gpu_jobs.maps_gpu_jobs(config) else {}),
             "populateJail": {

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import slurm_options
+from .config_files import SlurmConfig
 from .slurm_release import SlurmRelease
 
 PROCTRACK = "proctrack/cgroup"
 TASK_CGROUP = "task/cgroup"
 TASK_PLUGINS = f"{TASK_CGROUP},task/affinity"
-SLURM_CONF_LINES = (f"ProctrackType={PROCTRACK}", f"TaskPlugin={TASK_PLUGINS}")
+SLURM_CONF_SETTINGS = (("ProctrackType", PROCTRACK), ("TaskPlugin", TASK_PLUGINS))
+SLURM_CONF_LINES = tuple(f"{key}={value}" for key, value in SLURM_CONF_SETTINGS)
 CONSTRAINTS = ("ConstrainCores", "ConstrainDevices", "ConstrainRAMSpace")
 # Slurm's booleans (s_p_handle_boolean), case-insensitive.
 TRUE_VALUES = ("yes", "up", "true", "1")
@@ -31,11 +32,13 @@ def cgroup_conf(cgroup_version: str, release: SlurmRelease) -> str:
     """cgroup.conf for workers on cgroup `cgroup_version` (v1 or v2) running Slurm `release`. On v2, slurmd in a
     pod has no systemd to ask for its scope (IgnoreSystemd) and enables the controllers its cgroup namespace's
     root does not delegate (EnableControllers, where the release knows it: 23.02 and later)."""
-    lines = [f"CgroupPlugin=cgroup/{cgroup_version}"]
+    conf = SlurmConfig(release, "cgroup.conf")
+    conf.set("CgroupPlugin", f"cgroup/{cgroup_version}")
     if cgroup_version == "v2":
-        lines += ["IgnoreSystemd=yes", "EnableControllers=yes"]
-    lines += [f"{key}=yes" for key in CONSTRAINTS]
-    return "\n".join(slurm_options.rendered(release, "cgroup.conf", lines)) + "\n"
+        conf.set("IgnoreSystemd", "yes").set_where_taken("EnableControllers", "yes")
+    for key in CONSTRAINTS:
+        conf.set(key, "yes")
+    return conf.text()
 
 
 def settings(text: str) -> dict[str, str]:

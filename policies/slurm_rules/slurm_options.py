@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 from .slurm_release import SlurmRelease
 
-File = Literal["slurm.conf", "partition", "cgroup.conf", "gres.conf"]
+File = Literal["slurm.conf", "partition", "node", "cgroup.conf", "gres.conf"]
 # What the release that stops accepting an option says of it: an error or fatal() at start ("defunct",
 # "removed"), a warning ("deprecated"), or nothing (the parser does not know the key: fatal).
 Fate = Literal["defunct", "removed", "deprecated", "unknown"]
@@ -69,6 +69,11 @@ BASE_KEYS: dict[File, frozenset[str]] = {
         MaxCPUsPerNode MaxMemPerCPU MaxMemPerNode MaxNodes MaxTime MinNodes Nodes OverSubscribe OverTimeLimit PreemptMode
         Priority PriorityJobFactor PriorityTier QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared State
         SuspendTime SuspendTimeout TRESBillingWeights"""
+    ),
+    # A NodeName line's options (read_config.c's _nodename_options).
+    "node": _names(
+        """BcastAddr Boards CoreSpecCount CoresPerSocket CPUs CPUSpecList CpuBind Feature Features Gres MemSpecLimit NodeAddr
+        NodeHostname Port Procs RealMemory Reason Sockets SocketsPerBoard State ThreadsPerCore TmpDisk TRESWeights Weight"""
     ),
     "cgroup.conf": _names(
         """AllowedDevicesFile AllowedKmemSpace AllowedRAMSpace AllowedSwapSpace CgroupAutomount CgroupMountpoint
@@ -159,6 +164,8 @@ GATES: tuple[Gate, ...] = (
     *_keys("partition", "MaxCPUsPerSocket PowerDownOnIdle", since="23.02"),
     *_keys("partition", "ExclusiveTopo", since="24.05"),
     *_keys("partition", "Topology", since="25.05"),
+    # NodeName options
+    *_keys("node", "RestrictedCoresPerGPU", since="24.11"),
     # cgroup.conf
     *_keys("cgroup.conf", "EnableControllers", since="23.02"),
     *_keys("cgroup.conf", "RootOwnedCgroups", since="23.02", until="23.11"),
@@ -214,7 +221,8 @@ def objection(release: SlurmRelease, file: File, key: str, value: str = "") -> O
     """Why `release` does not take `key=value` in `file` (unknown, defunct, removed or deprecated), or None."""
     gates = _gates(file, key)
     if not _known(file, key):
-        return f"{key} is not a {file if file != 'partition' else 'PartitionName'} option of any Slurm release: correct or remove it"
+        what = {"partition": "PartitionName", "node": "NodeName"}.get(file, file)
+        return f"{key} is not a {what} option of any Slurm release: correct or remove it"
     if (item := _unknown_value(file, key, value)) is not None:
         known = next(names for (f, k), names in VALUES.items() if f == file and k.lower() == key.lower())
         return f"{key}={item} is not a value of any Slurm release (it takes {', '.join(sorted(known, key=str.lower))}): correct or remove it"
@@ -244,8 +252,10 @@ def line_objection(release: SlurmRelease, file: File, line: str) -> Optional[str
         return reason
     if file == "slurm.conf" and head.lower() == "partitionname":
         return next((r for key, _, value in pairs[1:] if (r := objection(release, "partition", key, value))), None)
-    if file == "slurm.conf" and head.lower() in ("nodename", "nodeset", "downnodes", "include"):
-        return None  # node options are node-line syntax, not slurm.conf keys
+    if file == "slurm.conf" and head.lower() == "nodename":
+        return next((r for key, _, value in pairs[1:] if (r := objection(release, "node", key, value))), None)
+    if file == "slurm.conf" and head.lower() in ("nodeset", "downnodes", "include"):
+        return None  # their few options are their own syntax, not slurm.conf keys
     return next((r for key, _, value in pairs[1:] if (r := objection(release, file, key, value))), None)
 
 
