@@ -6,10 +6,13 @@
     ack         Alibaba ack-slurm-operator (both SlurmCluster API generations)
     slinky      SchedMD slurm-operator (Slinky) 1.2.1
 
-Each module is config in, plain manifests out (see `SlurmOperator`); the
-`SlurmCluster` component (components/slurm_cluster.py) declares whatever the
-chosen module renders, and `Operators` installs its charts. A fifth operator is
-one more module here plus its entry in `operator_module`.
+Each module is config in, plain manifests out (see `SlurmOperator`). `resolve`
+chooses the module once per program and renders it once (`SlurmPlan`); the
+platform hands each component its part: the `SlurmCluster` component
+(components/slurm_cluster.py) declares whatever the chosen module renders,
+`Operators` installs its charts, monitoring and the network policies take its pod
+roles and accounting client. A fifth operator is one more module here plus its
+entry in `operator_module`.
 """
 
 from __future__ import annotations
