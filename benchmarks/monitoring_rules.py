@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from components.config import PlatformConfig, parse_config  # noqa: E402
 from components.monitoring import rules, series  # noqa: E402
+from components.slurm import resolve  # noqa: E402
 from tests.harness import prometheus_bin, stack_config  # noqa: E402
 
 TENANTS, KUEUE_TENANTS, NODES, GPUS = 40, 10, 40, 8
@@ -126,7 +127,7 @@ def main() -> None:
     bin_dir = prometheus_bin()
     config = config_of_40_tenants()
     start = time.perf_counter()
-    groups = rules.rule_groups(config)
+    groups = rules.rule_groups(config, resolve(config))
     render_ms = (time.perf_counter() - start) * 1000
     per_tenant, per_node, kueue = tenant_series(config), node_series(), kueue_series(config)
     with tempfile.TemporaryDirectory(prefix="rules-benchmark-") as tmp:

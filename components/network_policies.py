@@ -33,7 +33,7 @@ from .config.network import is_address, nfs_servers
 from .declare import declare
 from .identity import reconciler
 from .identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
-from .slurm import PodRoles, Rendered, Selector, operator_module
+from .slurm import PodRoles, Rendered, Selector
 from .slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL, namespaces_named
 
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
@@ -196,17 +196,17 @@ def tenant_policies(config: PlatformConfig, namespace: str) -> list[dict[str, An
     ]
 
 
-def cluster_policies(config: PlatformConfig) -> list[dict[str, Any]]:
-    roles = operator_module(config).pod_roles(config)
+def cluster_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
+    """The cluster namespace's, over the pods the operator runs (`roles`: SlurmPlan.pod_roles)."""
     policies = [*namespace_baseline(config, config.cluster.namespace, SLURM_PODS), *slurm_policies(config, roles)]
     if config.ldap.enabled:
         policies.append(ldap_policy(config, roles))
     return policies
 
 
-def render(config: PlatformConfig) -> list[Rendered]:
+def render(config: PlatformConfig, roles: PodRoles) -> list[Rendered]:
     """Every policy: the cluster namespace's (the platform stack's), then each of the stack's tenant namespaces' (roles `tenant-<name>-...`)."""
-    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config)] if config.role == "platform" else []
+    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config, roles)] if config.role == "platform" else []
     for namespace in [t.name for t in config.own_tenants if t.namespace]:
         rendered += [Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p) for p in tenant_policies(config, namespace)]
     return rendered
@@ -222,13 +222,20 @@ def unknown_cni_warning(config: PlatformConfig) -> Optional[str]:
 
 
 class NetworkPolicies(pulumi.ComponentResource):
-    """Declares `render(config)`. A policy waits for its namespace where the stack declares it (`namespaces`, by name)."""
+    """Declares `render(config, roles)`. A policy waits for its namespace where the stack declares it (`namespaces`, by name)."""
 
-    def __init__(self, name: str, config: PlatformConfig, namespaces: dict[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(
+        self,
+        name: str,
+        config: PlatformConfig,
+        roles: PodRoles,
+        namespaces: dict[str, pulumi.Resource],
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ):
         super().__init__("slurm-platform:network_policies:NetworkPolicies", name, None, opts)
         warn(unknown_cni_warning(config))
         self.names: list[str] = []
-        for rendered in render(config):
+        for rendered in render(config, roles):
             namespace = namespaces.get(rendered.manifest["metadata"]["namespace"])
             declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=[namespace] if namespace else None))
             self.names.append(f"{rendered.manifest['metadata']['namespace']}/{rendered.manifest['metadata']['name']}")

@@ -41,7 +41,7 @@ from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
 from .monitoring import series
 from .monitoring.monitors import cert_manager_values
-from .slurm import installs_cert_manager, operator_module
+from .slurm import SlurmPlan, installs_cert_manager
 from .slurm.common import (
     namespaces_in,
     operator_priority_class,
@@ -213,9 +213,11 @@ def prometheus_stack_values(config: PlatformConfig) -> dict[str, Any]:
     return deep_merge(values, prometheus.values)
 
 
-def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
-    """Every release to install, CRD charts before the charts and CRs that need them."""
+def chart_releases(config: PlatformConfig, plan: SlurmPlan) -> list[ChartRelease]:
+    """Every release to install, CRD charts before the charts and CRs that need them; the Slurm operator's
+    (`plan`, slurm.resolve) last."""
     ops = config.operators
+    cert_manager = installs_cert_manager(ops.cert_manager, plan.needs_cert_manager)
     releases: list[ChartRelease] = []
     # First: the charts below render monitors, whose CRDs it installs.
     monitoring = config.monitoring
@@ -226,7 +228,7 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         chart, repo = chart_source(prometheus.repository, "kube-prometheus-stack")
         releases.append(ChartRelease(PROMETHEUS_STACK, chart, prometheus.version, prometheus.namespace, prometheus_stack_values(config), repo=repo))
         monitored = (PROMETHEUS_STACK,)
-    if installs_cert_manager(config):
+    if cert_manager:
         cm = ops.cert_manager
         chart, repo = chart_source(cm.repository, "cert-manager")
         values = deep_merge(
@@ -259,8 +261,8 @@ def chart_releases(config: PlatformConfig) -> list[ChartRelease]:
         chart, repo = chart_source(kueue.repository, "kueue")
         releases.append(ChartRelease(KUEUE, chart, kueue.version, kueue.namespace, kueue_values(config), repo=repo))
     # Webhook certificates come from cert-manager: the Slurm operator starts after it.
-    after = (*mariadb_keys, *((CERT_MANAGER,) if installs_cert_manager(config) else ()))
-    releases += operator_module(config).chart_releases(config, after)
+    after = (*mariadb_keys, *((CERT_MANAGER,) if cert_manager else ()))
+    releases += plan.module.chart_releases(config, after)
     return with_crd_dependencies(releases)
 
 
@@ -341,11 +343,11 @@ class Operators(pulumi.ComponentResource):
     versions: pulumi.Output[dict]
     installed: pulumi.Output[dict]
 
-    def __init__(self, name: str, config: PlatformConfig, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: PlatformConfig, plan: SlurmPlan, opts: Optional[pulumi.ResourceOptions] = None):
         # The type token keeps the module's former name: it is part of every chart's URN.
         super().__init__("slurm-platform:operators:Operators", name, None, opts)
         self.charts = {}
-        releases = chart_releases(config)
+        releases = chart_releases(config, plan)
         self.crd_providers = crd_providers(releases)
         # The charts' namespaces the stack creates, by name: what else lives there waits for its own.
         self.namespaces: dict[str, pulumi.Resource] = {

@@ -22,7 +22,7 @@ from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
 from .operator_moves import deployed_operator, move_problems, previous_operator
-from .slurm import operator_module, uses_munge
+from .slurm import resolve, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 from .tenancy import Tenants
@@ -68,7 +68,7 @@ def build_tenant_stack(config: PlatformConfig, provider: Optional[k8s.Provider] 
     tenants = Tenants("tenants", config, [], opts=opts)
     kueue = Kueue("kueue", config, tenants.namespaces, opts=opts) if config.operators.kueue.enabled else None
     if config.network_policies.enabled:
-        NetworkPolicies("network-policies", config, tenants.namespaces, opts=opts)
+        NetworkPolicies("network-policies", config, resolve(config).pod_roles, tenants.namespaces, opts=opts)
     # The whole cluster's layout: every stack's tenants, as every stack of the cluster packs them.
     layout = capacity_map(config)
     pulumi.log.info(layout)
@@ -109,11 +109,12 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         )
     in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
 
+    # The Slurm operator the config chooses, and all it renders: once, each component handed its part.
+    plan = resolve(config)
     pools = NodePools("node-pools", config.node_pools, opts=opts)
     # Operators may share the cluster's namespace; they never declare it themselves.
-    operators = Operators("operators", config, opts=in_namespace)
+    operators = Operators("operators", config, plan, opts=in_namespace)
     storage = Storage("storage", config, opts=in_namespace)
-    slurm_operator = operator_module(config)
     munge = (
         MungeKey(
             "munge",
@@ -123,14 +124,15 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
             opts=in_namespace,
             adopt=config.slurm.adopt_munge_secret,
         )
-        if slurm_operator.USES_MUNGE or uses_munge(config.switched_from)
+        if plan.module.USES_MUNGE or uses_munge(config.switched_from)
         else None
     )
     slurm = SlurmCluster(
         "slurm",
         config,
+        plan,
         [
-            *operators.waits_for_crds(r.manifest for r in slurm_operator.render(config)),
+            *operators.waits_for_crds(r.manifest for r in plan.rendered),
             *storage.claims.values(),
             *([munge.secret] if munge else []),
         ],
@@ -168,21 +170,20 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         else None
     )
     if config.network_policies.enabled:
-        NetworkPolicies("network-policies", config, namespaces, opts=in_namespace)
+        NetworkPolicies("network-policies", config, plan.pod_roles, namespaces, opts=in_namespace)
     # Its monitors and rules after the Prometheus Operator's CRDs (the chart's, when it installs them).
-    monitored = [monitor for monitor in monitoring_objects(config) if monitor["kind"] in PROMETHEUS_KINDS]
-    monitoring = (
-        Monitoring("monitoring", config, operators.waits_for_crds(monitored), slurm.running, namespaces, opts=in_namespace)
-        if config.monitoring.enabled
-        else None
-    )
+    monitoring = None
+    if config.monitoring.enabled:
+        manifests = monitoring_objects(config, plan)
+        crds = operators.waits_for_crds(manifest for manifest in manifests if manifest["kind"] in PROMETHEUS_KINDS)
+        monitoring = Monitoring("monitoring", manifests, config.monitoring.prometheus, crds, slurm.running, namespaces, opts=in_namespace)
     layout = capacity_map(config) if config.tenants else None
     if layout:
         # Every preview prints it (its diagnostics); the output, a line per element (the CLI cuts a long
         # string short), shows a reviewer line by line what a tenants change moves.
         pulumi.log.info(layout)
-    if slurm_operator.GHOST_NODES_ON_SCALE_DOWN:
-        warn_about_removed_workers(config, previous.get_output("workerNodes"))
+    if plan.module.GHOST_NODES_ON_SCALE_DOWN:
+        warn_about_removed_workers(config, plan.module, previous.get_output("workerNodes"))
     previous.get_output("mungeKeyRotation").apply(lambda before: warn(rotation_warning(config, before)))
 
     return {

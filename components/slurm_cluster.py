@@ -20,16 +20,15 @@ from . import child_opts, warn
 from .config import PlatformConfig
 from .declare import BUILTIN_KINDS, declare, secret_fields
 from .munge import generated_key, secret_data
-from .slurm import KeySecret, ReadyWhen, Rendered, SlurmOperator, operator_module
+from .slurm import KeySecret, ReadyWhen, Rendered, SlurmOperator, SlurmPlan
 from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
 
 # The built-in kinds whose pods mount the claims and keys other components declare.
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job"})
 
 
-def warn_about_removed_workers(config: PlatformConfig, previous_workers: pulumi.Output[Any]) -> None:
+def warn_about_removed_workers(config: PlatformConfig, module: SlurmOperator, previous_workers: pulumi.Output[Any]) -> None:
     """Warn at preview time, comparing with the workers this stack last exported."""
-    module = operator_module(config)
     previous_workers.apply(lambda previous: warn(module.removed_workers_warning(config, previous)))
 
 
@@ -60,18 +59,20 @@ class SlurmCluster(pulumi.ComponentResource):
     unmet_conditions: pulumi.Output[list]
     service_names: pulumi.Output[dict]
 
-    def __init__(self, name: str, config: PlatformConfig, needs: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
-        """`needs`: what the custom resources and the workloads (the objects that run pods, or whose operator does) need
+    def __init__(
+        self, name: str, config: PlatformConfig, plan: SlurmPlan, needs: list[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None
+    ):
+        """`plan`: what the chosen operator renders for `config` (slurm.resolve). `needs`: what the custom resources and the workloads (the objects that run pods, or whose operator does) need
         first of other components: the releases installing the CRDs, the claims, the munge key."""
         super().__init__("slurm-platform:slurm_cluster:SlurmCluster", name, None, opts)
-        module: SlurmOperator = operator_module(config)
+        module = plan.module
         # Pods and custom resources name the key Secrets and the priority class: create those first.
-        rendered = module.render(config)
+        rendered = plan.rendered
         classes = [r for r in rendered if r.manifest["kind"] == "PriorityClass"]
         # The class of every Slurm pod, and of LDAP's (platform.py): None where the operator has none (soperator 1.14.10).
         self.priority_class_name: Optional[str] = classes[0].manifest["metadata"]["name"] if classes else None
         self.priority_classes = [declare(f"{name}-{r.role}", r.manifest, child_opts(self, opts)) for r in classes]
-        first = [self._key_secret(name, spec, opts) for spec in module.key_secrets(config)] + self.priority_classes
+        first = [self._key_secret(name, spec, opts) for spec in plan.key_secrets] + self.priority_classes
         declared: dict[str, pulumi.Resource] = {}
         # The custom resources the operator runs Slurm from: a Slurm client (the tenants' Job, the exporter) waits for
         # these alone, which wait for the keys, config and classes they name.

@@ -12,6 +12,7 @@ from components.identity.server import ldap_statefulset, require_tls_script
 from components.munge import MungeKey, munge_workloads, rotation_warning
 from components.node_pools import NodePools
 from components.operator_charts import Operators, chart_releases
+from components.slurm import resolve
 from components.slurm_cluster import SlurmCluster
 from components.storage import Storage
 from tests.harness import example_stacks, run_under_mocks, stack_config
@@ -164,7 +165,7 @@ def test_node_pools_karpenter():
 
 def operators_run(stack, **overrides):
     config = parse_config({**stack_config(stack), **overrides})
-    return run_under_mocks(lambda: {"versions": Operators("operators", config).versions})
+    return run_under_mocks(lambda: {"versions": Operators("operators", config, resolve(config)).versions})
 
 
 def test_operators_charts_are_pinned_with_repos():
@@ -392,7 +393,7 @@ AVAILABLE = {"status": {"phase": "Available", "conditions": [{"type": "LoginAvai
 
 def slurm_run(config, live=None):
     def program():
-        slurm = SlurmCluster("slurm", config, [])
+        slurm = SlurmCluster("slurm", config, resolve(config), [])
         return {"ssh": slurm.ssh_command, "endpoint": slurm.login_endpoint, "phase": slurm.phase}
 
     return run_under_mocks(program, live=live)
@@ -467,7 +468,8 @@ def test_unmet_conditions_are_an_output():
     status = {"phase": "Not available", "conditions": [{"type": "LoginAvailable", "status": "Unknown", "message": "Reconciling Slurm Login"}]}
 
     def program():
-        return {"unmet": SlurmCluster("slurm", parse_config(stack_config("prod-hanoi")), []).unmet_conditions}
+        config = parse_config(stack_config("prod-hanoi"))
+        return {"unmet": SlurmCluster("slurm", config, resolve(config), []).unmet_conditions}
 
     assert run_under_mocks(program, live={SLURM_CLUSTER: {"status": status}}).outputs["unmet"] == ["LoginAvailable=Unknown: Reconciling Slurm Login"]
     assert run_under_mocks(program, live={SLURM_CLUSTER: AVAILABLE}).outputs["unmet"] == []
@@ -514,7 +516,7 @@ def test_slurm_ready_is_each_operators_own_answer_awaited_or_not(stack, kind, no
             ready = {"readyReplicas": pool.worker_replicas}
 
         def program(config=config):
-            slurm = SlurmCluster("slurm", config, [])
+            slurm = SlurmCluster("slurm", config, resolve(config), [])
             return {"ready": slurm.ready, "phase": slurm.phase}
 
         assert run_under_mocks(program, live={kind: {"status": not_ready}}).outputs == {"ready": False, "phase": phases[0]}
@@ -523,7 +525,8 @@ def test_slurm_ready_is_each_operators_own_answer_awaited_or_not(stack, kind, no
 
 def test_a_render_only_stack_has_no_readiness_to_report():
     def program():
-        return {"ready": SlurmCluster("slurm", parse_config(stack_config("local")), []).ready}
+        config = parse_config(stack_config("local"))
+        return {"ready": SlurmCluster("slurm", config, resolve(config), []).ready}
 
     assert run_under_mocks(program).outputs == {"ready": None}
 
@@ -534,7 +537,7 @@ def test_slinky_nodesets_are_awaited_until_every_worker_is_ready():
     nodeset_status = {"readyReplicas": 1, "conditions": [{"type": "ReservationCreated", "status": "False", "message": "gone"}]}
 
     def program():
-        slurm = SlurmCluster("slurm", config, [])
+        slurm = SlurmCluster("slurm", config, resolve(config), [])
         return {"phase": slurm.phase, "unmet": slurm.unmet_conditions}
 
     run = run_under_mocks(program, live={SLINKY_NODESET: {"status": nodeset_status}})
@@ -633,7 +636,8 @@ def test_every_chart_we_can_install_has_its_hooks_accounted_for():
     raw = stack_config("prod-hanoi")
     raw["operators"]["certManager"] = {"install": True}
     raw["operators"]["mariadbOperator"] = {"version": "26.6.0", "repository": "oci://ghcr.io/mariadb-operator/charts", "crdsChart": True}
-    releases = chart_releases(parse_config(raw)) + chart_releases(parse_config(stack_config("prod-hoalac")))  # Kueue beside Slurm
+    configs = parse_config(raw), parse_config(stack_config("prod-hoalac"))  # Kueue beside Slurm
+    releases = [release for config in configs for release in chart_releases(config, resolve(config))]
     assert {r.key for r in releases} == set(HELM_HOOKS)
 
 
@@ -690,7 +694,7 @@ def test_every_custom_resource_waits_for_the_release_installing_its_crd(stack):
     raw = full_stacks()[stack]
     config = parse_config(raw)
     run = run_under_mocks(lambda: build_platform(config), raw, stack=stack.split("+")[0])
-    releases = chart_releases(config)
+    releases = chart_releases(config, resolve(config))
     installs = {release.key: installed_groups(release) for release in releases}
     chart_urns = {r.name.removeprefix("operators-"): r.urn for r in run.of_type("kubernetes:helm.sh/v4:Chart")}
     checked = set()
@@ -731,7 +735,9 @@ def test_what_a_chart_installs_matches_the_crds_carried_in_the_repo():
 
     root = Path(__file__).resolve().parent.parent
     provenance = json_module.loads((root / "contracts" / "provenance.json").read_text())
-    provided = set().union(*(installed_groups(r) for stack in full_stacks().values() for r in chart_releases(parse_config(stack))))
+    provided = set().union(
+        *(installed_groups(r) for config in map(parse_config, full_stacks().values()) for r in chart_releases(config, resolve(config)))
+    )
     contract_groups = {
         path.name.split("_")[0] for folder in ("soperator", "slinky", "kueue") for path in (root / "contracts" / folder).rglob("*_*.json")
     }
@@ -747,12 +753,14 @@ def test_what_a_chart_installs_matches_the_crds_carried_in_the_repo():
 
 def test_the_network_operators_node_feature_rule_follows_the_nfd_the_stack_runs():
     raw = stack_config("prod-hanoi")
-    releases = {r.key: r for r in chart_releases(parse_config(raw))}
+    config = parse_config(raw)
+    releases = {r.key: r for r in chart_releases(config, resolve(config))}
     network = releases["network-operator"]
     assert network.values["nfd"]["deployNodeFeatureRules"] is True and "gpu-operator" in network.depends_on
     # No NFD in the stack: nothing would serve the rule, whose CRD may not exist.
     raw["operators"] = {**raw["operators"], "gpuOperator": {"nodeFeatureDiscovery": False}}
-    releases = {r.key: r for r in chart_releases(parse_config(raw))}
+    config = parse_config(raw)
+    releases = {r.key: r for r in chart_releases(config, resolve(config))}
     assert releases["network-operator"].values["nfd"]["deployNodeFeatureRules"] is False
     assert "gpu-operator" not in releases["network-operator"].depends_on
 

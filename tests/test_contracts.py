@@ -13,7 +13,7 @@ from components.config.charts import GpuOperatorConfig, release_number
 from components.config.monitoring import PrometheusConfig
 from components.monitoring import component as monitoring
 from components.operator_charts import gpu_operator_values, prometheus_stack_values
-from components.slurm import operator_module, soperator1
+from components.slurm import operator_module, resolve, soperator1
 from components.slurm.soperator1 import slurm_cluster_manifest
 from tests.contracts import CHART_VALUES_DIR, SOPERATOR_CRD, UNCONTRACTED, contract_errors, crd_errors, is_builtin, kubernetes_errors
 from tests.harness import example_stacks, stack_config
@@ -95,7 +95,7 @@ def test_every_monitor_and_rule_meets_the_prometheus_operator_crds(stack):
     raw = stack_config(stack)
     config = parse_config({**raw, "monitoring": {**raw.get("monitoring", {}), "enabled": True}})
     checked = []
-    for manifest in monitoring.render(config):
+    for manifest in monitoring.render(config, resolve(config)):
         if manifest["apiVersion"].startswith("monitoring.coreos.com/"):
             assert contract_errors(manifest) == [], manifest["metadata"]["name"]
             checked.append(manifest["kind"])
@@ -104,7 +104,7 @@ def test_every_monitor_and_rule_meets_the_prometheus_operator_crds(stack):
 
 def test_the_prometheus_operator_contract_catches_a_broken_monitor():
     config = parse_config({"monitoring": {"enabled": True}})
-    (monitor,) = [m for m in monitoring.render(config) if m["kind"] == "PodMonitor"]
+    (monitor,) = [m for m in monitoring.render(config, resolve(config)) if m["kind"] == "PodMonitor"]
     broken = copy.deepcopy(monitor)
     broken["spec"]["podMetricsEndpoints"][0]["scrapeEvery"] = "30s"
     broken["spec"]["podMetricsEndpoints"][0]["interval"] = "thirty seconds"

@@ -10,6 +10,7 @@ import json
 
 from components.config import parse_config
 from components.monitoring import component as monitoring
+from components.slurm import resolve
 from tests.contracts import PROMETHEUS_OPERATOR_DIR
 from tests.kube import LocalCluster, assert_stored_as_sent
 from tests.test_kube_operators import install_crds
@@ -19,7 +20,7 @@ from tests.test_network_policies import OPERATOR_STACKS, merged, stack_config
 def monitors_of(operator: str) -> list[dict]:
     stack, overrides = OPERATOR_STACKS[operator]
     config = parse_config(merged(stack_config(stack), {**overrides, "monitoring": {"enabled": True}}))
-    return [m for m in monitoring.render(config) if m["kind"] in monitoring.PROMETHEUS_KINDS]
+    return [m for m in monitoring.render(config, resolve(config)) if m["kind"] in monitoring.PROMETHEUS_KINDS]
 
 
 def test_the_api_server_accepts_every_monitor_and_rule_once_the_crds_are_there(cluster: LocalCluster):

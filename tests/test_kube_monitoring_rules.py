@@ -20,6 +20,7 @@ import yaml
 
 from components.config import PlatformConfig
 from components.monitoring import rules, series
+from components.slurm import resolve
 from tests.harness import example_stacks, monitored, prometheus_bin
 
 STACK = "prod-hoalac"  # llm 16 GPUs, vision 8 (and 8 through Kueue), speech 6; LDAP, the jail, cert-manager
@@ -91,7 +92,8 @@ def test_promtool_accepts_every_example_stacks_rules(promtool, tmp_path):
     checked = 0
     for stack in example_stacks():
         path = tmp_path / f"{stack}.yaml"
-        path.write_text(yaml.safe_dump(rules.rule_groups(monitored(stack))))
+        config = monitored(stack)
+        path.write_text(yaml.safe_dump(rules.rule_groups(config, resolve(config))))
         output = run(promtool, "check", "rules", path.name, cwd=tmp_path)
         assert "SUCCESS" in output, (stack, output)
         checked += 1
@@ -295,9 +297,10 @@ def alert_cases(config: PlatformConfig) -> list[Case]:
 
 def test_promtool_evaluates_the_tenants_rules_and_every_alert_on_its_input(promtool, tmp_path):
     config = monitored(STACK)
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules.rule_groups(config)))
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules.rule_groups(config, resolve(config))))
     # The other stack's tenant rules only: its Slurm and platform alerts would fire on this test's inputs of ours.
-    theirs = [group for group in rules.rule_groups(other_stack(config))["groups"] if group["name"].endswith(("tenants", "tenant-alerts"))]
+    other = other_stack(config)
+    theirs = [group for group in rules.rule_groups(other, resolve(other))["groups"] if group["name"].endswith(("tenants", "tenant-alerts"))]
     assert len(theirs) == 2
     (tmp_path / "theirs.yaml").write_text(yaml.safe_dump({"groups": theirs}))
     cases = alert_cases(config)

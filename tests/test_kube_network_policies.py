@@ -28,7 +28,7 @@ import yaml
 from components import network_policies
 from components.config import PlatformConfig, parse_config
 from components.monitoring import monitors, network, series
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from components.slurm.gpu_jobs import maps_gpu_jobs
 from tests.harness import ROOT
 from tests.kube import LocalCluster, assert_stored_as_sent, contains
@@ -45,7 +45,7 @@ def operator_config(operator: str) -> PlatformConfig:
 
 
 def policies_of(config: PlatformConfig) -> list[dict[str, Any]]:
-    return [r.manifest for r in network_policies.render(config)]
+    return [r.manifest for r in network_policies.render(config, resolve(config).pod_roles)]
 
 
 # --- the objects on a real API server -----------------------------------------------------------
@@ -360,7 +360,7 @@ def test_prometheus_reaches_each_metrics_port_and_a_tenant_pod_none(operator, tm
     config = parse_config(merged(stack_config(stack), {**overrides, "monitoring": {"enabled": True}}))
     flows, addresses = metrics_flows(config)
     assert any(f.allowed for f in flows) and len(flows) >= 8
-    stack_policies, prometheus_policies = policies_of(config), network.render(config)
+    stack_policies, prometheus_policies = policies_of(config), network.render(config, resolve(config).pod_roles)
     answers = simulate([*stack_policies, *prometheus_policies], flows, addresses, tmp_path / "with")
     wrong = [str(flow) for flow, answer in zip(flows, answers, strict=True) if answer != flow.allowed]
     assert wrong == [], f"{operator}: {len(wrong)} flows answered otherwise:\n" + "\n".join(wrong)

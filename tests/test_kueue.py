@@ -13,7 +13,7 @@ import pytest
 from components import kueue, operator_charts, tenancy
 from components.charts import KUEUE
 from components.config import ConfigError, parse_config
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from components.slurm.common import TENANT_NAMESPACE_LABEL, worker_placement
 from components.tenancy import POD_PRIORITY
 from tests import scale
@@ -106,7 +106,7 @@ def test_kueue_manages_every_workload_of_the_tenant_namespaces():
     assert configuration["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and configuration["manageJobsWithoutQueueName"] is True
     assert configuration["managedJobsNamespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
     assert "pod" in configuration["integrations"]["frameworks"] and "batch/job" in configuration["integrations"]["frameworks"]
-    (release,) = [r for r in operator_charts.chart_releases(config) if r.key == KUEUE]
+    (release,) = [r for r in operator_charts.chart_releases(config, resolve(config)) if r.key == KUEUE]
     assert release.values == values
     policies = {m["metadata"]["name"]: m for m in by_kind(config)["ValidatingAdmissionPolicy"]}
     assert set(policies) == {"slurm-tenant-queued-jobs", "slurm-tenant-queued-pods"}

@@ -14,7 +14,7 @@ from components.monitoring import component as monitoring
 from components.monitoring import monitors, network, series
 from components.network_policies import MARIADB_PORT
 from components.operator_charts import chart_releases
-from components.slurm import operator_module, soperator1
+from components.slurm import operator_module, resolve, soperator1
 from components.slurm.slinky import mariadb
 from components.slurm.soperator import accounting_node
 from tests.harness import example_stacks, stack_config
@@ -35,7 +35,7 @@ def of_kind(manifests: list[dict[str, Any]], *kinds: str) -> list[dict[str, Any]
 
 
 def release(config: PlatformConfig, key: str):
-    (found,) = [r for r in chart_releases(config) if r.key == key]
+    (found,) = [r for r in chart_releases(config, resolve(config)) if r.key == key]
     return found
 
 
@@ -46,8 +46,8 @@ def test_the_prod_example_stacks_turn_monitoring_on():
 @pytest.mark.parametrize("stack", [SOPERATOR_1, SOPERATOR_4, SLINKY])
 def test_monitoring_off_adds_nothing(stack):
     config = config_of(stack, enabled=False)
-    assert monitoring.render(config) == []
-    assert PROMETHEUS_STACK not in {r.key for r in chart_releases(config)}
+    assert monitoring.render(config, resolve(config)) == []
+    assert PROMETHEUS_STACK not in {r.key for r in chart_releases(config, resolve(config))}
 
 
 def test_every_monitor_carries_the_selector_labels_and_the_scrape_interval():
@@ -55,7 +55,7 @@ def test_every_monitor_carries_the_selector_labels_and_the_scrape_interval():
     found = set()
     for stack in (SOPERATOR_1, SOPERATOR_4):
         config = config_of(stack, scrapeInterval="15s", prometheus={"selectorLabels": selector})
-        for monitor in of_kind(monitors.render(config), "ServiceMonitor", "PodMonitor"):
+        for monitor in of_kind(monitors.render(config, resolve(config).pod_roles), "ServiceMonitor", "PodMonitor"):
             assert monitor["metadata"]["labels"].items() >= selector.items(), monitor["metadata"]
             endpoints = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
             assert [e["interval"] for e in endpoints] == ["15s"] * len(endpoints), monitor["metadata"]["name"]
@@ -66,7 +66,7 @@ def test_every_monitor_carries_the_selector_labels_and_the_scrape_interval():
 def test_soperators_own_exporter_is_scraped_on_its_metrics_port_where_it_runs():
     for stack in (SOPERATOR_1, SOPERATOR_4):
         config = config_of(stack, enabled=True)
-        (monitor,) = of_kind(monitors.render(config), "PodMonitor")
+        (monitor,) = of_kind(monitors.render(config, resolve(config).pod_roles), "PodMonitor")
         assert monitor["spec"]["selector"] == {
             "matchLabels": {"app.kubernetes.io/instance": config.cluster.name, "app.kubernetes.io/component": "exporter"}
         }
@@ -74,20 +74,26 @@ def test_soperators_own_exporter_is_scraped_on_its_metrics_port_where_it_runs():
         assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
     raw = copy.deepcopy(stack_config(SOPERATOR_1))
     raw["slurm"]["exporter"] = {"enabled": False}
-    assert of_kind(monitors.render(parse_config(raw)), "PodMonitor") == []
-    assert of_kind(monitors.render(config_of(SLINKY)), "PodMonitor") == []  # Slinky runs no exporter of its own
+    without, slinky = parse_config(raw), config_of(SLINKY)
+    assert of_kind(monitors.render(without, resolve(without).pod_roles), "PodMonitor") == []
+    assert of_kind(monitors.render(slinky, resolve(slinky).pod_roles), "PodMonitor") == []  # Slinky runs no exporter of its own
 
 
 def test_kueue_is_scraped_on_its_authorizing_metrics_endpoint_with_prometheus_token():
     config = config_of(SOPERATOR_4)
     assert config.operators.kueue.enabled
-    (monitor,) = [m for m in of_kind(monitors.render(config), "ServiceMonitor") if m["metadata"]["name"] == "kueue-controller-manager"]
+    (monitor,) = [
+        m
+        for m in of_kind(monitors.render(config, resolve(config).pod_roles), "ServiceMonitor")
+        if m["metadata"]["name"] == "kueue-controller-manager"
+    ]
     assert monitor["metadata"]["namespace"] == config.operators.kueue.namespace
     assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == KUEUE
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "https" and endpoint["scheme"] == "https"
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    assert [m["metadata"]["name"] for m in of_kind(monitors.render(config_of(SOPERATOR_1)), "ServiceMonitor")] == ["fpt-hpc-acct-db-metrics"]
+    old = config_of(SOPERATOR_1)
+    assert [m["metadata"]["name"] for m in of_kind(monitors.render(old, resolve(old).pod_roles), "ServiceMonitor")] == ["fpt-hpc-acct-db-metrics"]
 
 
 def test_slurmdbd_database_runs_mysqld_exporter_and_a_monitor_prometheus_selects():
@@ -99,7 +105,7 @@ def test_slurmdbd_database_runs_mysqld_exporter_and_a_monitor_prometheus_selects
     for stack, database in ((SOPERATOR_1, "fpt-hpc-acct-db"), (SOPERATOR_4, "fpt-hpc-acct-db"), (SLINKY, None)):
         config = config_of(stack)
         database = database or mariadb(config)["metadata"]["name"]
-        (monitor,) = [m for m in monitors.render(config) if m["metadata"]["name"] == f"{database}-metrics"]
+        (monitor,) = [m for m in monitors.render(config, resolve(config).pod_roles) if m["metadata"]["name"] == f"{database}-metrics"]
         assert monitor["spec"]["selector"] == {
             "matchLabels": {"app.kubernetes.io/name": "exporter", "app.kubernetes.io/instance": f"{database}-metrics"}
         }
@@ -141,14 +147,16 @@ def test_the_prometheus_selects_by_the_selector_labels_and_grafana_loads_the_das
 
 
 def dashboards_namespaces(config: PlatformConfig) -> set[str]:
-    return {m["metadata"]["namespace"] for m in monitoring.render(config) if series.DASHBOARD_LABEL in m["metadata"].get("labels", {})}
+    return {
+        m["metadata"]["namespace"] for m in monitoring.render(config, resolve(config)) if series.DASHBOARD_LABEL in m["metadata"].get("labels", {})
+    }
 
 
 def test_with_the_clusters_own_prometheus_no_chart_is_installed():
     config = config_of(SOPERATOR_1, prometheus={"install": False, "namespace": "observability"})
-    assert PROMETHEUS_STACK not in {r.key for r in chart_releases(config)}
-    assert of_kind(monitoring.render(config), "PodMonitor")
-    assert "observability" not in {r.namespace for r in chart_releases(config)}
+    assert PROMETHEUS_STACK not in {r.key for r in chart_releases(config, resolve(config))}
+    assert of_kind(monitoring.render(config, resolve(config)), "PodMonitor")
+    assert "observability" not in {r.namespace for r in chart_releases(config, resolve(config))}
 
 
 # --- NetworkPolicies ---------------------------------------------------------------------------
@@ -165,7 +173,7 @@ def prometheus_peer(config: PlatformConfig) -> dict[str, Any]:
 @pytest.mark.parametrize("stack", [SOPERATOR_1, SOPERATOR_4, SLINKY])
 def test_only_prometheus_reaches_only_the_metrics_ports(stack):
     config = config_of(stack, prometheus={"namespace": "observability", "podLabels": {"app": "prom"}})
-    policies = {p["metadata"]["name"]: p for p in network.render(config)}
+    policies = {p["metadata"]["name"]: p for p in network.render(config, resolve(config).pod_roles)}
     expected = {"allow-prometheus-slurm-exporter": series.EXPORTER_PORT, "allow-prometheus-database-exporter": monitors.DATABASE_EXPORTER_PORT}
     if stack != SLINKY:
         expected["allow-prometheus-soperator-exporter"] = monitors.SOPERATOR_EXPORTER_PORT
@@ -192,7 +200,7 @@ def from_pods(labels: dict[str, str], *ports: int) -> dict[str, Any]:
 @pytest.mark.parametrize("stack", [SOPERATOR_1, SLINKY])
 def test_the_prometheus_namespace_takes_in_only_what_the_charts_own_parts_send(stack):
     config = config_of(stack, prometheus={"namespace": "observability", "podLabels": {"app": "prom"}})
-    policies = {p["metadata"]["name"]: p for p in network.render(config) if p["metadata"]["namespace"] == "observability"}
+    policies = {p["metadata"]["name"]: p for p in network.render(config, resolve(config).pod_roles) if p["metadata"]["namespace"] == "observability"}
     deny = policies.pop("monitoring-default-deny-ingress")
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     prometheus, grafana = {"app": "prom"}, {"app.kubernetes.io/name": "grafana"}
@@ -222,21 +230,23 @@ def test_the_prometheus_namespace_takes_in_only_what_the_charts_own_parts_send(s
 
 def test_node_exporter_off_the_hosts_network_takes_only_prometheus():
     on_host = config_of(SOPERATOR_1)
-    assert "allow-node-exporter-ingress" not in {p["metadata"]["name"] for p in network.render(on_host)}
+    assert "allow-node-exporter-ingress" not in {p["metadata"]["name"] for p in network.render(on_host, resolve(on_host).pod_roles)}
     config = config_of(SOPERATOR_1, prometheus={"values": {"prometheus-node-exporter": {"hostNetwork": False}}})
-    (policy,) = [p for p in network.render(config) if p["metadata"]["name"] == "allow-node-exporter-ingress"]
+    (policy,) = [p for p in network.render(config, resolve(config).pod_roles) if p["metadata"]["name"] == "allow-node-exporter-ingress"]
     assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-node-exporter"}}
     assert policy["spec"]["ingress"] == [from_pods(dict(config.monitoring.prometheus.pod_labels), 9100)]
 
 
 def test_with_the_clusters_own_prometheus_its_namespace_is_left_alone():
     config = config_of(SOPERATOR_1, prometheus={"install": False, "namespace": "observability"})
-    assert "observability" not in {p["metadata"]["namespace"] for p in network.render(config)}
+    assert "observability" not in {p["metadata"]["namespace"] for p in network.render(config, resolve(config).pod_roles)}
 
 
 def test_only_prometheus_reaches_the_dcgm_exporter():
     config = config_of(SOPERATOR_1, prometheus={"namespace": "observability", "podLabels": {"app": "prom"}})
-    (policy,) = [p for p in network.render(config) if p["metadata"]["namespace"] == config.operators.gpu_operator.namespace]
+    (policy,) = [
+        p for p in network.render(config, resolve(config).pod_roles) if p["metadata"]["namespace"] == config.operators.gpu_operator.namespace
+    ]
     assert policy["metadata"]["name"] == "allow-prometheus-dcgm-exporter"
     assert policy["spec"]["podSelector"] == {"matchLabels": {"app": series.DCGM_EXPORTER_APP}}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -245,13 +255,14 @@ def test_only_prometheus_reaches_the_dcgm_exporter():
     raw = copy.deepcopy(stack_config(SOPERATOR_1))
     raw["operators"]["gpuOperator"] = {**raw["operators"]["gpuOperator"], "dcgmExporterEnabled": False}
     without = parse_config(raw)
-    assert without.operators.gpu_operator.namespace not in {p["metadata"]["namespace"] for p in network.render(without)}
+    assert without.operators.gpu_operator.namespace not in {p["metadata"]["namespace"] for p in network.render(without, resolve(without).pod_roles)}
 
 
 def test_no_policies_without_the_stacks_default_deny():
     raw = copy.deepcopy(stack_config(SOPERATOR_1))
     raw["networkPolicies"] = {**raw["networkPolicies"], "enabled": False}
-    assert network.render(parse_config(raw)) == []
+    config = parse_config(raw)
+    assert network.render(config, resolve(config).pod_roles) == []
 
 
 # --- The component, under mocks ------------------------------------------------------------------

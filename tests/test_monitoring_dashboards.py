@@ -23,6 +23,7 @@ from grafana_foundation_sdk.models import timeseries as timeseries_model
 
 from components.config import parse_config
 from components.monitoring import dashboards, rules, series
+from components.slurm import resolve
 from tests.contracts import kubernetes_errors
 from tests.harness import example_stacks, stack_config
 from tests.promql import metric_names
@@ -281,7 +282,11 @@ def test_every_tenant_query_is_this_stacks(config):
 def test_the_unhealthy_node_states_are_those_alerted_on(config):
     nodes = dashboards.as_json(dashboards.built(config, "nodes"))
     assert any(f'state=~"{series.NODE_OUT_STATES}"' in expr for _, expr in queries(nodes))
-    assert any(f'state=~"{series.NODE_OUT_STATES}"' in rule["expr"] for group in rules.rule_groups(config)["groups"] for rule in group["rules"])
+    assert any(
+        f'state=~"{series.NODE_OUT_STATES}"' in rule["expr"]
+        for group in rules.rule_groups(config, resolve(config))["groups"]
+        for rule in group["rules"]
+    )
 
 
 def test_all_tenants_is_every_account_and_namespace(config):

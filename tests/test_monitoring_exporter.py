@@ -12,7 +12,7 @@ import pytest
 
 from components.config import parse_config
 from components.monitoring import exporter, series, usage
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from components.slurm.common import KEY_DIR, system_priority_class_name
 from tests.harness import monitored, stack_config
 
@@ -21,8 +21,10 @@ SLURM_USERS = {"prod-hanoi": 0, "dev-lab": 0, "prod-hcm": 401, "staging-hangzhou
 
 
 def by_kind(config) -> dict[str, dict[str, Any]]:
-    found = {manifest["kind"]: manifest for manifest in exporter.render(config)}
-    assert len(found) == len(exporter.render(config)), "one object of each kind"
+    plan = resolve(config)
+    rendered = exporter.render(config, plan.accounting_client, plan.priority_class_names)
+    found = {manifest["kind"]: manifest for manifest in rendered}
+    assert len(found) == len(rendered), "one object of each kind"
     return found
 
 
@@ -34,7 +36,9 @@ def containers(deployment: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_nothing_when_monitoring_is_off():
     document = copy.deepcopy(stack_config("dev-lab"))
     document["monitoring"] = {"enabled": False}
-    assert exporter.render(parse_config(document)) == []
+    config = parse_config(document)
+    plan = resolve(config)
+    assert exporter.render(config, plan.accounting_client, plan.priority_class_names) == []
 
 
 @pytest.mark.parametrize("stack", SLURM_USERS)

@@ -16,7 +16,7 @@ from components import kueue
 from components.config import CLUSTER_NAME_MAX, parse_config
 from components.monitoring import report, usage
 from components.monitoring.usage import UTC, Guarantee, Run
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from components.slurm.client import SCRIPT_DIR, auth_socket_dir
 from components.slurm.common import KEY_DIR
 from tests.contracts import manifest_errors
@@ -155,17 +155,18 @@ def with_monitoring(stack: str, **monitoring):
 
 
 def test_nothing_is_rendered_when_monitoring_is_off_or_there_are_no_tenants():
-    assert report.render(parse_config(stack_config("dev-lab"))) == []
+    lab = parse_config(stack_config("dev-lab"))
+    assert report.render(lab, resolve(lab).accounting_client) == []
     no_tenants = copy.deepcopy(stack_config("dev"))
     no_tenants["monitoring"] = {"enabled": True}
     config = parse_config(no_tenants)
-    assert not config.tenants and report.render(config) == []
+    assert not config.tenants and report.render(config, resolve(config).accounting_client) == []
 
 
 @pytest.mark.parametrize("stack", ["dev-lab", "prod-hcm", "staging-hangzhou"])
 def test_the_cronjob_runs_sacct_and_the_report_as_a_slurm_client_without_a_kubernetes_token(stack):
     config = with_monitoring(stack, reportSchedule="30 5 * * *")
-    config_map, cron_job = report.render(config)
+    config_map, cron_job = report.render(config, resolve(config).accounting_client)
     for manifest in (config_map, cron_job):
         assert manifest["metadata"]["namespace"] == config.cluster.namespace and manifest_errors(manifest) == []
     spec = cron_job["spec"]
@@ -200,7 +201,8 @@ def test_a_long_cluster_name_is_cut_to_fit_the_cronjobs_name():
     document = copy.deepcopy(stack_config("dev-lab"))
     document["cluster"] = {**document["cluster"], "name": "c" * CLUSTER_NAME_MAX}
     document["monitoring"] = {"enabled": True}
-    _, cron_job = report.render(parse_config(document))
+    config = parse_config(document)
+    _, cron_job = report.render(config, resolve(config).accounting_client)
     assert cron_job["metadata"]["name"] == "c" * (52 - len("-usage-report")) + "-usage-report"
     assert report.name(with_monitoring("dev-lab")) == "lab-hpc-usage-report"
 
@@ -208,7 +210,7 @@ def test_a_long_cluster_name_is_cut_to_fit_the_cronjobs_name():
 def test_the_shipped_usage_file_runs_alone_as_the_pod_runs_it(tmp_path):
     """The ConfigMap's usage.py with nothing of the checkout beside it (python3 -I: no site, no cwd)."""
     config = with_monitoring("dev-lab")
-    data = report.config_map(config)["data"]
+    data = report.config_map(config, resolve(config).accounting_client)["data"]
     for name in (report.USAGE, report.GUARANTEES):
         (tmp_path / name).write_text(data[name])
     (tmp_path / "sacct.txt").write_text(SACCT)

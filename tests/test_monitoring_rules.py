@@ -13,6 +13,7 @@ import pytest
 from components.config import PlatformConfig, parse_config
 from components.monitoring import report, rules, series
 from components.operator_charts import kueue_configuration
+from components.slurm import resolve
 from tests.harness import ROOT, example_stacks, monitored, stack_config
 from tests.promql import metric_names
 from tools import docs
@@ -32,7 +33,7 @@ OTHER_SOURCES = ("DCGM_FI_", "kube_", "kubelet_volume_stats_", "certmanager_")
 
 
 def all_rules(config: PlatformConfig) -> list[dict[str, Any]]:
-    return [rule for group in rules.rule_groups(config)["groups"] for rule in group["rules"]]
+    return [rule for group in rules.rule_groups(config, resolve(config))["groups"] for rule in group["rules"]]
 
 
 def alert_names(config: PlatformConfig) -> set[str]:
@@ -41,16 +42,16 @@ def alert_names(config: PlatformConfig) -> set[str]:
 
 def test_nothing_with_monitoring_off():
     config = parse_config(stack_config(STACK) | {"monitoring": {"enabled": False}})
-    assert rules.render(config) == []
+    assert rules.render(config, resolve(config)) == []
 
 
 def test_one_prometheus_rule_in_the_cluster_namespace_with_the_selector_labels():
     config = monitored(STACK, prometheus={"selectorLabels": {"prometheus": "platform"}})
-    (manifest,) = rules.render(config)
+    (manifest,) = rules.render(config, resolve(config))
     assert manifest["apiVersion"] == "monitoring.coreos.com/v1" and manifest["kind"] == "PrometheusRule"
     assert manifest["metadata"]["namespace"] == config.cluster.namespace
     assert manifest["metadata"]["labels"]["prometheus"] == "platform"
-    assert manifest["spec"] == rules.rule_groups(config)
+    assert manifest["spec"] == rules.rule_groups(config, resolve(config))
     names = [group["name"] for group in manifest["spec"]["groups"]]
     assert len(names) == len(set(names)) and all(name.startswith(f"slurm-platform.{config.cluster.name}.") for name in names)
 

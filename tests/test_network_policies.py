@@ -16,7 +16,7 @@ from components import network_policies
 from components.config import ConfigError, parse_config
 from components.identity import names, reconciler, server
 from components.platform import build_platform
-from components.slurm import ack, slinky, soperator1, soperator4
+from components.slurm import ack, resolve, slinky, soperator1, soperator4
 from components.slurm.common import SSHD_PORT
 from tests.harness import run_under_mocks, stack_config
 from tests.network import matches, platform_pods
@@ -45,7 +45,7 @@ def operator_config(operator: str):
 
 
 def policies_of(config) -> list[dict[str, Any]]:
-    return [r.manifest for r in network_policies.render(config)]
+    return [r.manifest for r in network_policies.render(config, resolve(config).pod_roles)]
 
 
 def selecting(policies: list[dict[str, Any]], namespace: str, labels: dict[str, str], direction: str) -> list[dict[str, Any]]:
@@ -405,7 +405,8 @@ def test_the_program_declares_the_policies_under_their_component_and_tenant_ones
     (monitoring,) = run.of_type("slurm-platform:monitoring:Monitoring")
     # Every policy but Prometheus' way to the metrics ports (the Monitoring component's: test_monitoring.py).
     declared = [p for p in run.of_type(NETWORK_POLICY) if p.parent != monitoring.urn]
-    assert len(declared) == len(network_policies.render(parse_config(raw)))
+    config = parse_config(raw)
+    assert len(declared) == len(network_policies.render(config, resolve(config).pod_roles))
     (vision,) = [n for n in run.of_type("kubernetes:core/v1:Namespace") if n.inputs["metadata"]["name"] == "vision"]
     for policy in declared:
         assert policy.parent == component.urn

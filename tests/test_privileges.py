@@ -33,7 +33,7 @@ from components.identity.names import PASSWORD_KEY, SECRET_NAME, SEED_SECRET
 from components.munge import munge_secret_name
 from components.operator_charts import chart_releases
 from components.platform import build_platform
-from components.slurm import ack, operator_module
+from components.slurm import ack, operator_module, resolve
 from components.slurm.common import operator_priority_class_name
 from components.tenancy import POD_PRIORITY, TENANT_ROLE
 from tests.harness import Run, example_stacks, run_under_mocks, stack_config
@@ -398,7 +398,7 @@ def test_slurm_pods_outrank_every_tenant_class_and_classes_stay_in_their_namespa
     tenant_namespaces = sorted(t.name for t in config.tenants if t.namespace)
     # The operators' class, in the namespaces of the charts whose pods name it.
     operators = operator_priority_class_name(config)
-    chart_namespaces = sorted({r.namespace for r in chart_releases(config) if operators in json.dumps(r.values)})
+    chart_namespaces = sorted({r.namespace for r in chart_releases(config, resolve(config)) if operators in json.dumps(r.values)})
     for name, namespaces in admitted.items():
         expected = tenant_namespaces if name in TENANT_CLASSES else chart_namespaces if name == operators else [config.cluster.namespace]
         assert namespaces == expected, (variant, name)

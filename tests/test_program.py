@@ -4,7 +4,7 @@ import pytest
 
 from components.config import ConfigError, parse_config
 from components.platform import build_platform
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from tests.harness import example_stacks, run_under_mocks, stack_config
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -247,7 +247,8 @@ def test_the_upgrade_moves_the_crds_chart_first_and_only_then():
 
     raw = stack_config("prod-hanoi")
     raw["operators"] = {**raw["operators"], "soperator": {"crdsVersion": "4.1.7"}}
-    versions = {r.key: r.version for r in chart_releases(parse_config(raw))}
+    config = parse_config(raw)
+    versions = {r.key: r.version for r in chart_releases(config, resolve(config))}
     assert (versions["soperator-crds"], versions["soperator"]) == ("4.1.7", "1.14.10")
     raw["operators"]["soperator"] = {"crdsVersion": "4.1.7", "version": "4.1.7"}
     with pytest.raises(ConfigError, match=r"slurm-platform:operators.soperator.crdsVersion: only the first step .* remove it; got \"4.1.7\""):

@@ -18,7 +18,7 @@ import pytest
 
 from components.config import parse_config
 from components.monitoring import exporter, rules, series
-from components.slurm import operator_module
+from components.slurm import resolve
 from tests.harness import prometheus_bin
 from tests.services import as_operator, for_this_machine, free_port, operator_lab, tenants_job, wait_for
 from tests.test_services_slurm import CONFIGURATIONS, LAB_CONFIG, LAB_NODES, USERS, cancel_all
@@ -61,7 +61,8 @@ def collector(lab, metrics: str = "slurm.prom") -> tuple[Path, str, list[str]]:
     """The collector's files as its pod has them (the exporter's ConfigMap, its client slurm.conf's hosts this
     machine's), the lab's SlurmUser, and the collect container's environment (its SLURM_CONF and file here)."""
     config = lab.config
-    client = operator_module(config).accounting_client(config)
+    plan = resolve(config)
+    client = plan.accounting_client
     files = exporter.config_map(config, client)["data"]
     user = lab.files(config, LAB_NODES).slurm_user
     work = lab.dir("exporter", owner=user)
@@ -70,7 +71,7 @@ def collector(lab, metrics: str = "slurm.prom") -> tuple[Path, str, list[str]]:
     conf = conf.replace(f"SlurmUser={client.slurm_user}\n", f"SlurmUser={user}\n")
     (work / "slurm.conf").write_text(conf + f"SlurmctldPort={lab.ctld_port}\n")
     (work / exporter.SCRIPT).write_text(files[exporter.SCRIPT])
-    container = exporter.deployment(config, client)["spec"]["template"]["spec"]["containers"][0]
+    container = exporter.deployment(config, client, plan.priority_class_names)["spec"]["template"]["spec"]["containers"][0]
     here = {"SLURM_CONF": f"{work}/slurm.conf", "METRICS_FILE": str(work / metrics)}
     env = [f"{e['name']}={here.get(e['name'], e['value'])}" for e in container["env"]]
     return work, user, env
@@ -229,7 +230,7 @@ def prometheus(lab):
     args = [served.get(arg, arg) for arg in exporter.server(config)["args"] if not arg.startswith("--web.listen-address")]
     lab.start("node_exporter", str(binaries / "node_exporter"), *args, f"--web.listen-address=127.0.0.1:{exporter_port}", host=True)
     home = lab.dir("prometheus")
-    (home / "rules.yml").write_text(json.dumps(rules.rule_groups(config)))
+    (home / "rules.yml").write_text(json.dumps(rules.rule_groups(config, resolve(config))))
     interval = config.monitoring.scrape_interval
     scrape = {
         "job_name": series.EXPORTER_APP,

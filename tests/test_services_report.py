@@ -20,7 +20,7 @@ import pytest
 from components.config import parse_config
 from components.monitoring import report, usage
 from components.monitoring.usage import UTC
-from components.slurm import operator_module
+from components.slurm import operator_module, resolve
 from tests.services import SLURM_KEY, OperatorLab, as_operator, for_this_machine, operator_lab, run_pod_script, tenants_job, wait_for
 from tests.test_services_slurm import LAB_CONFIG, LAB_NODES, USERS
 
@@ -123,10 +123,10 @@ def report_pod(lab: OperatorLab) -> subprocess.CompletedProcess:
     its report signs through the lab's munged, as tests/services.py's slurm_client_pod has soperator's pods do."""
     config = lab.config
     client = operator_module(config).accounting_client(config)
-    pod = report.cron_job(config)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    pod = report.cron_job(config, resolve(config).accounting_client)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (auth,) = pod["initContainers"]
     (container,) = pod["containers"]
-    data = report.config_map(config)["data"]
+    data = report.config_map(config, resolve(config).accounting_client)["data"]
     conf = for_this_machine(data["slurm.conf"], [client.slurmctld_host], ports={"AccountingStoragePort": lab.dbd_port})
     data = {
         **data,

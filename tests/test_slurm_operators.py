@@ -11,7 +11,7 @@ from slurm_rules.config_files import RENDERED_BY, RefusedProperty
 
 from components.config import ConfigError, parse_config
 from components.operator_charts import chart_releases
-from components.slurm import ack, manifest_of, operator_module, slinky, soperator1, soperator4
+from components.slurm import ack, manifest_of, operator_module, resolve, slinky, soperator1, soperator4
 from components.slurm.common import WAIT_FOR_ANNOTATION, worker_shape
 from tests.contracts import contract_errors, status_schema
 from tests.harness import ROOT, body, stack_config
@@ -199,14 +199,15 @@ def test_soperator4_partitions_are_structured_by_nodeset(staging_hanoi):
 
 
 def test_soperator4_charts_bring_cert_manager_for_the_webhooks(staging_hanoi):
-    releases = {r.key: r for r in chart_releases(staging_hanoi)}
+    releases = {r.key: r for r in chart_releases(staging_hanoi, resolve(staging_hanoi))}
     assert releases["soperator-crds"].version == releases["soperator"].version == "4.1.7"
     assert releases["soperator"].values["certManager"] == {"enabled": True}
     assert "cert-manager" in releases and "cert-manager" in releases["soperator"].depends_on
     present = with_overrides("staging-hanoi", operators={**stack_config("staging-hanoi")["operators"], "certManager": {"install": False}})
-    assert "cert-manager" not in {r.key for r in chart_releases(present)}
+    assert "cert-manager" not in {r.key for r in chart_releases(present, resolve(present))}
     # 1.14.10 registers no webhooks: no cert-manager unless asked.
-    assert "cert-manager" not in {r.key for r in chart_releases(parse_config(stack_config("prod-hanoi")))}
+    hanoi = parse_config(stack_config("prod-hanoi"))
+    assert "cert-manager" not in {r.key for r in chart_releases(hanoi, resolve(hanoi))}
 
 
 def test_soperator4_uses_ldap_through_sssd(staging_hanoi):
@@ -635,7 +636,8 @@ def test_ack_stack_under_mocks():
 def test_ack_operator_chart_when_installed_by_us():
     operators = copy.deepcopy(stack_config("staging-hangzhou")["operators"])
     operators["ackSlurmOperator"].update(install=True, version="1.2.0", repository="oci://registry.example.cn/charts")
-    (release,) = [r for r in chart_releases(with_overrides("staging-hangzhou", operators=operators)) if r.key == "ack-slurm-operator"]
+    config = with_overrides("staging-hangzhou", operators=operators)
+    (release,) = [r for r in chart_releases(config, resolve(config)) if r.key == "ack-slurm-operator"]
     assert release.chart == "oci://registry.example.cn/charts/ack-slurm-operator" and release.version == "1.2.0"
 
 
@@ -703,7 +705,7 @@ def test_slinky_external_accounting_and_no_restapi(hcm):
 
 
 def test_slinky_charts(hcm):
-    releases = {r.key: r for r in chart_releases(hcm)}
+    releases = {r.key: r for r in chart_releases(hcm, resolve(hcm))}
     assert releases["slurm-operator-crds"].version == releases["slurm-operator"].version == "1.2.1"
     assert releases["slurm-operator"].chart == "oci://ghcr.io/slinkyproject/charts/slurm-operator"
     assert releases["slurm-operator"].values["crds"] == {"enabled": False}

@@ -1,15 +1,16 @@
-"""The Monitoring component: every part's manifests (each part's `render(config)`, none with monitoring off), declared."""
+"""The Monitoring component: every part's manifests (each part's `render`, none with monitoring off), declared."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Optional
 
 import pulumi
 
 from .. import child_opts
 from ..config import PlatformConfig
+from ..config.monitoring import PrometheusConfig
 from ..declare import declare
+from ..slurm import SlurmPlan
 from . import dashboards, exporter, monitors, network, report, rules
 
 # The Prometheus Operator's kinds: they wait for its CRDs.
@@ -18,19 +19,16 @@ PROMETHEUS_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule"})
 WORKLOADS = frozenset({"Deployment", "CronJob"})
 
 
-PARTS: tuple[Callable[[PlatformConfig], list[dict[str, Any]]], ...] = (
-    exporter.render,
-    monitors.render,
-    rules.render,
-    dashboards.render,
-    report.render,
-    network.render,
-)
-
-
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
-    """Every part's manifests, in the order they are declared."""
-    return [manifest for part in PARTS for manifest in part(config)]
+def render(config: PlatformConfig, plan: SlurmPlan) -> list[dict[str, Any]]:
+    """Every part's manifests, in the order they are declared; each part handed what it reads of the operator's `plan`."""
+    return [
+        *exporter.render(config, plan.accounting_client, plan.priority_class_names),
+        *monitors.render(config, plan.pod_roles),
+        *rules.render(config, plan),
+        *dashboards.render(config),
+        *report.render(config, plan.accounting_client),
+        *network.render(config, plan.pod_roles),
+    ]
 
 
 def role(manifest: dict[str, Any]) -> str:
@@ -40,7 +38,7 @@ def role(manifest: dict[str, Any]) -> str:
 
 
 class Monitoring(pulumi.ComponentResource):
-    """Declares `render(config)`, each object after exactly what it needs: the namespace it lives in where the stack
+    """Declares `manifests` (`render`'s), each object after exactly what it needs: the namespace it lives in where the stack
     declares it (`namespaces`, by name); the monitors and rules after the CRDs of their kinds (`crds`: the release
     that installs them, none when the cluster's own Prometheus Operator does); the workloads (the Slurm exporter,
     the report) after their script's ConfigMap and `slurm`, the custom resources running the daemons they query."""
@@ -48,7 +46,8 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: PlatformConfig,
+        manifests: list[dict[str, Any]],
+        prometheus: PrometheusConfig,
         crds: list[pulumi.Resource],
         slurm: list[pulumi.Resource],
         namespaces: dict[str, pulumi.Resource],
@@ -56,7 +55,7 @@ class Monitoring(pulumi.ComponentResource):
     ):
         super().__init__("slurm-platform:monitoring:Monitoring", name, None, opts)
         declared: dict[tuple[str, str, str], pulumi.Resource] = {}
-        for manifest in render(config):
+        for manifest in manifests:
             kind, namespace, object_name = manifest["kind"], manifest["metadata"].get("namespace", ""), manifest["metadata"]["name"]
             waits_for = [namespaces[namespace]] if namespace in namespaces else []
             if kind in PROMETHEUS_KINDS:
@@ -66,6 +65,5 @@ class Monitoring(pulumi.ComponentResource):
             declared[(kind, namespace, object_name)] = declare(
                 f"{name}-{role(manifest)}", manifest, child_opts(self, opts, depends_on=waits_for or None)
             )
-        prometheus = config.monitoring.prometheus
         self.summary = pulumi.Output.from_input({"namespace": prometheus.namespace, "installed": prometheus.install})
         self.register_outputs({"summary": self.summary})

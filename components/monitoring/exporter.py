@@ -22,7 +22,7 @@ from typing import Any
 from slurm_rules import kube_rules
 
 from ..config import PlatformConfig
-from ..slurm import AccountingClient, operator_module
+from ..slurm import AccountingClient
 from ..slurm.client import auth_sidecar, auth_socket_dir
 from ..slurm.common import client_slurm_conf, cluster_name_with, system_placement, system_priority_class_name
 from . import series
@@ -118,12 +118,6 @@ def server(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def declares_system_priority(config: PlatformConfig) -> bool:
-    """Whether the operator module declares the cluster's Slurm PriorityClass (soperator 1.14.10's does not)."""
-    wanted = system_priority_class_name(config)
-    return any(r.manifest["kind"] == "PriorityClass" and r.manifest["metadata"]["name"] == wanted for r in operator_module(config).render(config))
-
-
 def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -133,7 +127,9 @@ def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, An
     }
 
 
-def deployment(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
+def deployment(config: PlatformConfig, client: AccountingClient, priority_classes: tuple[str, ...]) -> dict[str, Any]:
+    """`priority_classes`: those the operator renders (SlurmPlan.priority_class_names); its pods take the cluster's
+    Slurm class where the operator declares it (soperator 1.14.10's does not)."""
     pod_labels = labels(config)
     selector = {key: pod_labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
     pod_spec: dict[str, Any] = {
@@ -150,7 +146,7 @@ def deployment(config: PlatformConfig, client: AccountingClient) -> dict[str, An
             {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
         ],
     }
-    if declares_system_priority(config):
+    if system_priority_class_name(config) in priority_classes:
         pod_spec["priorityClassName"] = system_priority_class_name(config)
     return {
         "apiVersion": "apps/v1",
@@ -183,9 +179,9 @@ def service_monitor(config: PlatformConfig) -> dict[str, Any]:
     )
 
 
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
-    """The exporter's ConfigMap, Deployment, Service and ServiceMonitor; nothing when monitoring is off."""
+def render(config: PlatformConfig, client: AccountingClient, priority_classes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The exporter's ConfigMap, Deployment, Service and ServiceMonitor, a client of the operator's Slurm (`client`,
+    `priority_classes`: SlurmPlan's); nothing when monitoring is off."""
     if not config.monitoring.enabled:
         return []
-    client = operator_module(config).accounting_client(config)
-    return [config_map(config, client), deployment(config, client), service(config), service_monitor(config)]
+    return [config_map(config, client), deployment(config, client, priority_classes), service(config), service_monitor(config)]

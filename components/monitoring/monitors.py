@@ -20,7 +20,7 @@ from typing import Any
 
 from ..charts import KUEUE
 from ..config import PlatformConfig
-from ..slurm import Selector, operator_module
+from ..slurm import PodRoles, Selector
 from ..slurm.common import MARIADB_PORT
 from .series import API_VERSION, LABELS
 
@@ -95,12 +95,11 @@ def database_monitor(config: PlatformConfig, database: Selector) -> dict[str, An
     return monitor(config, "ServiceMonitor", f"{name}-metrics", namespace, selector, [endpoint], namespaceSelector={"matchNames": [namespace]})
 
 
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
-    """The monitors of this module; none with monitoring off."""
+def render(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
+    """The monitors of this module, over the pods the operator runs (`roles`); none with monitoring off."""
     if not config.monitoring.enabled:
         return []
     monitors = []
-    roles = operator_module(config).pod_roles(config)
     if roles.exporter is not None:
         monitors.append(soperator_exporter_monitor(config, roles.exporter))
     if roles.database is not None:

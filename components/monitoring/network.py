@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import PlatformConfig
 from ..network_policies import EVERY_POD, policy, tcp
-from ..slurm import Selector, operator_module
+from ..slurm import PodRoles, Selector
 from ..slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL
 from ..slurm.gpu_jobs import maps_gpu_jobs
 from . import series
@@ -107,10 +107,10 @@ def dcgm_exporter_policy(config: PlatformConfig) -> dict[str, Any]:
     return labelled(policy("allow-prometheus-dcgm-exporter", config.operators.gpu_operator.namespace, DCGM_EXPORTER, ingress=[rule]))
 
 
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
+def render(config: PlatformConfig, roles: PodRoles) -> list[dict[str, Any]]:
+    """Prometheus's way to the exporters, among them those of the pods the operator runs (`roles`)."""
     if not (config.monitoring.enabled and config.network_policies.enabled):
         return []
-    roles = operator_module(config).pod_roles(config)
     prometheus = prometheus_pods(config)
     policies = [allow(config, "allow-prometheus-slurm-exporter", SLURM_EXPORTER, prometheus, series.EXPORTER_PORT)]
     if roles.exporter is not None:

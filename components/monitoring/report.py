@@ -18,7 +18,7 @@ from typing import Any
 from slurm_rules import kube_rules
 
 from ..config import PlatformConfig
-from ..slurm import operator_module
+from ..slurm import AccountingClient
 from ..slurm.client import SCRIPT_DIR, auth_setup, client_pod_spec
 from ..slurm.common import client_slurm_conf, cluster_name_with
 from . import usage
@@ -52,8 +52,7 @@ def name(config: PlatformConfig) -> str:
     return cluster_name_with(config, "-usage-report", CRONJOB_NAME_MAX)
 
 
-def report_script(config: PlatformConfig) -> str:
-    client = operator_module(config).accounting_client(config)
+def report_script(config: PlatformConfig, client: AccountingClient) -> str:
     env = " ".join(f"{key}={value}" for key, value in usage.SACCT_ENV.items())
     # The period's edges are the shell's: sacct_command writes them as they come.
     sacct = " ".join(usage.sacct_command(config.cluster.name, '"$since"', '"$until"'))
@@ -76,14 +75,13 @@ def report_script(config: PlatformConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_map(config: PlatformConfig) -> dict[str, Any]:
-    client = operator_module(config).accounting_client(config)
+def config_map(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name(config), "namespace": config.cluster.namespace, "labels": LABELS},
         "data": {
-            SCRIPT: report_script(config),
+            SCRIPT: report_script(config, client),
             "slurm.conf": client_slurm_conf(config, client),
             USAGE: Path(usage.__file__).read_text(encoding="utf-8"),
             GUARANTEES: usage.guarantees_json(guarantees(config)),
@@ -91,8 +89,7 @@ def config_map(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def cron_job(config: PlatformConfig) -> dict[str, Any]:
-    client = operator_module(config).accounting_client(config)
+def cron_job(config: PlatformConfig, client: AccountingClient) -> dict[str, Any]:
     pod_spec = {"restartPolicy": "OnFailure", **client_pod_spec(config, client, "report", SCRIPT, name(config), key_in_sidecar=True)}
     return {
         "apiVersion": "batch/v1",
@@ -113,8 +110,9 @@ def cron_job(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
-    """The ConfigMap and the CronJob; nothing unless monitoring is on and there are tenants to report on."""
+def render(config: PlatformConfig, client: AccountingClient) -> list[dict[str, Any]]:
+    """The ConfigMap and the CronJob, a client of the operator's Slurm (`client`); nothing unless monitoring is on and
+    there are tenants to report on."""
     if not config.monitoring.enabled or not config.tenants:
         return []
-    return [config_map(config), cron_job(config)]
+    return [config_map(config, client), cron_job(config, client)]

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from ..config import PlatformConfig, TenantConfig
 from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
-from ..slurm import installs_cert_manager, operator_module
+from ..slurm import SlurmPlan, installs_cert_manager
 from ..slurm.gpu_jobs import maps_gpu_jobs
 from ..storage import JAIL_CLAIM
 from ..tenancy import GPU
@@ -404,7 +404,7 @@ def kueue_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
     return [_alert("KueuePendingWithFreeQuota", f"{pending} and on (cluster_queue) ({free})", "10m")]
 
 
-def platform_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
+def platform_alerts(config: PlatformConfig, plan: SlurmPlan) -> list[dict[str, Any]]:
     namespace = config.cluster.namespace
     rules = []
     if config.keeps_jail:
@@ -415,25 +415,24 @@ def platform_alerts(config: PlatformConfig) -> list[dict[str, Any]]:
         rules.append(
             _alert("LdapUnavailable", f"{series.KSM_STATEFULSET_READY}{_matchers(namespace=namespace, statefulset=LDAP_STATEFULSET)} < 1", "5m")
         )
-    if installs_cert_manager(config) or operator_module(config).needs_cert_manager(config):
-        rules.append(_alert("CertificateExpiringSoon", certificate_expiry(config), "1h"))
+    if installs_cert_manager(config.operators.cert_manager, plan.needs_cert_manager) or plan.needs_cert_manager:
+        rules.append(_alert("CertificateExpiringSoon", certificate_expiry(config, plan.chart_namespaces), "1h"))
     return rules
 
 
-def certificate_expiry(config: PlatformConfig) -> str:
+def certificate_expiry(config: PlatformConfig, operator_namespaces: tuple[str, ...]) -> str:
     """Seconds left of each certificate in the platform's namespaces (the cluster's and its Slurm operator's charts',
     whose webhooks take cert-manager's certificates), under the expiry threshold. The Certificate's namespace is
     cert-manager's label `namespace`: exported_namespace when the scrape keeps the target's own (honorLabels false,
     the default), namespace itself otherwise."""
-    charts = operator_module(config).chart_releases(config, ())
-    ours = _one_of(sorted({config.cluster.namespace, *(release.namespace for release in charts)}))
+    ours = _one_of(sorted({config.cluster.namespace, *operator_namespaces}))
     left = f'{CERT_EXPIRY}{{exported_namespace=~"{ours}"}} or {CERT_EXPIRY}{{exported_namespace="", namespace=~"{ours}"}}'
     return f"({left}) - time() < {config.monitoring.alerts.certificate_expiry_days * 86400}"
 
 
-def rule_groups(config: PlatformConfig) -> dict[str, Any]:
+def rule_groups(config: PlatformConfig, plan: SlurmPlan) -> dict[str, Any]:
     """The rule file promtool reads and the PrometheusRule's spec: groups named after the cluster, so two
-    stacks' rules in one Prometheus stay apart; empty groups left out."""
+    stacks' rules in one Prometheus stay apart; empty groups left out. `plan`: the operator's (slurm.resolve)."""
     prefix = f"slurm-platform.{config.cluster.name}"
     groups: list[tuple[str, list[dict[str, Any]]]] = [
         ("tenants", [*tenant_records(config), *derived_records(config)] if config.tenants else []),
@@ -441,12 +440,12 @@ def rule_groups(config: PlatformConfig) -> dict[str, Any]:
         ("slurm", slurm_alerts(config)),
         ("gpus", gpu_alerts(config)),
         ("kueue", kueue_alerts(config)),
-        ("platform", platform_alerts(config)),
+        ("platform", platform_alerts(config, plan)),
     ]
     return {"groups": [{"name": f"{prefix}.{name}", "rules": rules} for name, rules in groups if rules]}
 
 
-def render(config: PlatformConfig) -> list[dict[str, Any]]:
+def render(config: PlatformConfig, plan: SlurmPlan) -> list[dict[str, Any]]:
     """The PrometheusRule, in the cluster's namespace with the labels the Prometheus selects rules by; none with monitoring off."""
     if not config.monitoring.enabled:
         return []
@@ -459,6 +458,6 @@ def render(config: PlatformConfig) -> list[dict[str, Any]]:
                 "namespace": config.cluster.namespace,
                 "labels": {**series.LABELS, **config.monitoring.prometheus.selector_labels},
             },
-            "spec": rule_groups(config),
+            "spec": rule_groups(config, plan),
         }
     ]

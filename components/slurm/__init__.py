@@ -6,10 +6,13 @@
     ack         Alibaba ack-slurm-operator (both SlurmCluster API generations)
     slinky      SchedMD slurm-operator (Slinky) 1.2.1
 
-Each module is config in, plain manifests out (see `SlurmOperator`); the
-`SlurmCluster` component (components/slurm_cluster.py) declares whatever the
-chosen module renders, and `Operators` installs its charts. A fifth operator is
-one more module here plus its entry in `operator_module`.
+Each module is config in, plain manifests out (see `SlurmOperator`). `resolve`
+chooses the module once per program and renders it once (`SlurmPlan`); the
+platform hands each component its part: the `SlurmCluster` component
+(components/slurm_cluster.py) declares whatever the chosen module renders,
+`Operators` installs its charts, monitoring and the network policies take its pod
+roles and accounting client. A fifth operator is one more module here plus its
+entry in `operator_module`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ..config import NodePoolConfig, PlatformConfig
+from ..config.charts import CertManagerConfig
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ class SlurmOperator(Protocol):
 
 
 def operator_module(config: PlatformConfig) -> SlurmOperator:
-    """The module the stack config chooses."""
+    """The module the stack config chooses: `resolve`'s one call (tests and tools may ask it directly)."""
     from . import ack, slinky, soperator1, soperator4
 
     if config.slurm_operator == "soperator":
@@ -149,12 +153,48 @@ def operator_module(config: PlatformConfig) -> SlurmOperator:
     return {"ack": ack, "slinky": slinky}[config.slurm_operator]
 
 
-def installs_cert_manager(config: PlatformConfig) -> bool:
-    """Asked for, or needed by the Slurm operator's webhooks and not declared present (install: false)."""
-    cert_manager = config.operators.cert_manager
+@dataclass(frozen=True)
+class SlurmPlan:
+    """What the chosen operator produces for one config, resolved once (`resolve`): the platform hands each
+    component the part it reads (the pod roles, the accounting client, the rendered objects) instead of each
+    choosing the operator and rendering again. `module` answers what needs live state (the login endpoint)."""
+
+    module: SlurmOperator
+    rendered: tuple[Rendered, ...]
+    key_secrets: tuple[KeySecret, ...]
+    pod_roles: PodRoles
+    accounting_client: AccountingClient
+    # Its webhooks take cert-manager's certificates (installs_cert_manager).
+    needs_cert_manager: bool
+    # The namespaces of the operator's own chart releases (its webhooks' certificates live there).
+    chart_namespaces: tuple[str, ...]
+
+    @property
+    def priority_class_names(self) -> tuple[str, ...]:
+        """The PriorityClasses it renders (the Slurm pods'), in order; none for soperator 1.14.10."""
+        return tuple(r.manifest["metadata"]["name"] for r in self.rendered if r.manifest["kind"] == "PriorityClass")
+
+
+def resolve(config: PlatformConfig) -> SlurmPlan:
+    """The operator the config chooses, and all it renders for that config: once per program."""
+    module = operator_module(config)
+    return SlurmPlan(
+        module=module,
+        rendered=tuple(module.render(config)),
+        key_secrets=tuple(module.key_secrets(config)),
+        pod_roles=module.pod_roles(config),
+        accounting_client=module.accounting_client(config),
+        needs_cert_manager=module.needs_cert_manager(config),
+        chart_namespaces=tuple(dict.fromkeys(release.namespace for release in module.chart_releases(config, ()))),
+    )
+
+
+def installs_cert_manager(cert_manager: CertManagerConfig, needed: bool) -> bool:
+    """Asked for (`cert_manager`, operators.certManager), or `needed` by the Slurm operator's webhooks
+    (SlurmPlan.needs_cert_manager) and not declared present (install: false)."""
     if "install" in cert_manager.model_fields_set:
         return cert_manager.install
-    return operator_module(config).needs_cert_manager(config)
+    return needed
 
 
 def manifest_of(rendered: list[Rendered], kind: str, role: Optional[str] = None) -> list[dict[str, Any]]:
