@@ -7,11 +7,13 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime.sync_await import _sync_await
+from slurm_rules.config_files import RefusedProperty
 
 from . import warn
 from .capacity_map import capacity_map
 from .config import PlatformConfig, refusal
 from .config.cloud import cloud_summary
+from .config.fields import Problem
 from .identity.directory import LdapDirectory
 from .kueue import Kueue
 from .kueue import render as kueue_objects
@@ -22,7 +24,7 @@ from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
 from .operator_moves import deployed_operator, move_problems, previous_operator
-from .slurm import resolve, uses_munge
+from .slurm import SlurmPlan, resolve, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
 from .tenancy import Tenants
@@ -53,11 +55,23 @@ def last_outputs(previous: pulumi.StackReference) -> dict[str, Any]:
     return outputs or {}
 
 
+def resolved(config: PlatformConfig) -> SlurmPlan:
+    """The operator's plan, made before anything is registered: a line a person wrote that its files refuse
+    (a repeated or defunct key in slurm.ack.extraSlurmConf, slurm.partitions[].config) is a config error."""
+    try:
+        return resolve(config)
+    except RefusedProperty as refused:
+        if not refused.origin:
+            raise  # the program's own property: a bug, not a config mistake
+        raise refusal([Problem(refused.origin, refused.reason, refused.value)], config.secret_keys, pulumi.get_stack()) from None
+
+
 def build_tenant_stack(config: PlatformConfig, provider: Optional[k8s.Provider] = None) -> dict[str, pulumi.Output]:
     """A tenant stack (tenantStack set): its own tenants' namespace objects, queues, policies and Slurm accounts, against
     the platform stack that deployed the rest. It checks what that stack deployed before registering anything."""
     if problems := release_problems(config):
         raise refusal(problems, config.secret_keys, pulumi.get_stack())
+    plan = resolved(config)
     platform = last_outputs(pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{config.platform_stack}"))
     if problems := platform_problems(config, platform):
         raise refusal(problems, config.secret_keys, pulumi.get_stack())
@@ -68,7 +82,7 @@ def build_tenant_stack(config: PlatformConfig, provider: Optional[k8s.Provider] 
     tenants = Tenants("tenants", config, [], opts=opts)
     kueue = Kueue("kueue", config, tenants.namespaces, opts=opts) if config.operators.kueue.enabled else None
     if config.network_policies.enabled:
-        NetworkPolicies("network-policies", config, resolve(config).pod_roles, tenants.namespaces, opts=opts)
+        NetworkPolicies("network-policies", config, plan.pod_roles, tenants.namespaces, opts=opts)
     # The whole cluster's layout: every stack's tenants, as every stack of the cluster packs them.
     layout = capacity_map(config)
     pulumi.log.info(layout)
@@ -85,6 +99,8 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     """Declare every component; return the stack outputs."""
     if config.role == "tenants":
         return build_tenant_stack(config, provider)
+    # The Slurm operator the config chooses, and all it renders: once, each component handed its part.
+    plan = resolved(config)
     # What this stack exported last time: the baseline of the preview-time warnings, and of the
     # operator moves, checked before anything else is registered.
     previous = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
@@ -109,8 +125,6 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
         )
     in_namespace = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=namespace_deps))
 
-    # The Slurm operator the config chooses, and all it renders: once, each component handed its part.
-    plan = resolve(config)
     pools = NodePools("node-pools", config.node_pools, opts=opts)
     # Operators may share the cluster's namespace; they never declare it themselves.
     operators = Operators("operators", config, plan, opts=in_namespace)

@@ -8,8 +8,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from slurm_rules.config_files import RENDERED_BY
-
 from components.config import PlatformConfig, parse_config
 from components.config.operator_keys import READ_BY
 from tools.policy_configs import raw_stack_config, stacks
@@ -22,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def body(text: str) -> str:
     """A rendered config file without its first line, which must be the RENDERED_BY comment."""
+    from slurm_rules.config_files import RENDERED_BY  # on the path once components is imported (python -m tests.snapshot)
+
     header, _, rest = text.partition("\n")
     assert header == f"# {RENDERED_BY}", text
     return rest

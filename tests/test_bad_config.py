@@ -440,6 +440,43 @@ def test_each_mistake_is_refused_by_key_path_before_anything_is_registered(chang
     assert "Traceback" not in message
 
 
+# Lines a person wrote that the rendered file refuses where the program adds them (slurm_rules/config_files.py):
+# (id, base stack, changes, the key path the error must name, what it must say).
+RENDER_MISTAKES = [
+    (
+        "ack-extra-line-repeats-prolog-flags",
+        "staging-hangzhou",
+        {"slurm.ack.extraSlurmConf": ["MaxJobCount=5000", "prologflags=X11"]},
+        "slurm.ack.extraSlurmConf[1]",
+        "already has PrologFlags=Contain",
+    ),
+    (
+        "ack-extra-line-repeats-scheduler",
+        "staging-hangzhou",
+        {"slurm.ack.extraSlurmConf": ["SchedulerType=sched/builtin"]},
+        "slurm.ack.extraSlurmConf[0]",
+        "already has SchedulerType=sched/backfill",
+    ),
+    (
+        "ack-extra-line-repeats-a-partition",
+        "staging-hangzhou",
+        {"slurm.ack.extraSlurmConf": ["PartitionName=gpu Nodes=ALL"], "slurm.partitions": [{"name": "gpu", "default": True}]},
+        "slurm.ack.extraSlurmConf[0]",
+        "already has PartitionName=gpu",
+    ),
+]
+
+
+@pytest.mark.parametrize("base,changes,path,said", [m[1:] for m in RENDER_MISTAKES], ids=[m[0] for m in RENDER_MISTAKES])
+def test_a_line_the_rendered_file_refuses_is_a_config_error_before_anything_is_registered(base, changes, path, said, monkeypatch):
+    error, run = run_main(mistake(changes, base), monkeypatch)
+    assert isinstance(error, pulumi.RunError), "accepted a wrong config"
+    line = next((line for line in str(error).splitlines() if line.strip().startswith(f"{PROJECT}:{path}:")), "")
+    assert said in line, str(error)
+    assert run.resources == [], [r.name for r in run.resources]
+    assert "Traceback" not in str(error)
+
+
 @pytest.mark.parametrize("stack", example_stacks())
 def test_example_stacks_pass_the_same_path(stack, monkeypatch):
     error, run = run_main(stack_config(stack), monkeypatch)

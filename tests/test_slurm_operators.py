@@ -143,14 +143,6 @@ ACK_IMAGE = {"image": "x/slurm:1"}
                 ("ProctrackType=proctrack/linuxproc", "ProctrackType must stay proctrack/cgroup"),
             )
         ),
-        (
-            {
-                "slurmOperator": "ack",
-                "slurm": {"ack": {**ACK_IMAGE, "extraSlurmConf": ["MaxJobCount=5000", "prologflags=X11"]}, "accounting": {"enabled": False}},
-            },
-            "slurm.ack.extraSlurmConf[1]",
-            "the generated slurm.conf already sets PrologFlags=Contain",
-        ),
     ],
 )
 def test_bad_operator_config_is_a_clear_error(raw, path, expected):
@@ -437,13 +429,14 @@ def test_with_tenants_every_operator_hides_a_tenants_jobs_and_records_from_the_o
     elif operator == "slinky":
         assert "extraConf" not in slinky.accounting(plain)["spec"]
     else:
-        # ACK's free-form lines cannot set it a second time.
+        # ACK's free-form lines cannot set it a second time (test_bad_config: refused before anything is registered).
         from tests.services import as_operator
 
         document = as_operator(stack_config("dev-lab"), "ack", "24.11")
         document["slurm"]["ack"]["extraSlurmConf"] = ["PrivateData=jobs"]
-        with pytest.raises(ConfigError, match=r"slurm.ack.extraSlurmConf\[0\].*already sets PrivateData"):
-            parse_config(document)
+        with pytest.raises(RefusedProperty, match="already has PrivateData=accounts,jobs,reservations,usage,users") as refused:
+            ack.slurm_conf(parse_config(document))
+        assert refused.value.origin == ("slurm", "ack", "extraSlurmConf", 0)
 
 
 @pytest.mark.parametrize("stack", ["prod-hcm", "staging-hangzhou"])

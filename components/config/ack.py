@@ -169,17 +169,9 @@ def problems(config: PlatformConfig) -> Iterator[Problem]:
             "must be 'external' with slurmOperator ack (its slurmdbd reads slurm.ack.slurmdbdConfSecretName), or set slurm.accounting.enabled: false",
             accounting.database,
         )
-    # Keys the generated slurm.conf writes that Slurm takes once (a repeat: "specified more than once", the last wins):
-    # the jobs' extern step (components/slurm/common.py PROLOG_FLAGS_CONTAIN) and, with tenants, their PrivateData.
-    generated = {"prologflags": "PrologFlags=Contain", **({"privatedata": "PrivateData (the tenants' records kept apart)"} if config.tenants else {})}
+    # A line repeating a key the generated slurm.conf sets is refused where the program adds it (slurm_rules/config_files.py).
     for index, line in enumerate(slurm.ack.extra_slurm_conf):
         key, _, value = line.partition("=")
-        if key.strip().lower() in generated:
-            yield Problem(
-                ("slurm", "ack", "extraSlurmConf", index),
-                f"the generated slurm.conf already sets {generated[key.strip().lower()]}: a second {key.strip()} line would replace it; remove this line",
-                line,
-            )
         if reason := confinement.weakening(key, value):
             yield Problem(
                 ("slurm", "ack", "extraSlurmConf", index),

@@ -58,7 +58,9 @@ class ConfigFile:
         return self
 
     def _claim(self, identity: tuple[str, ...], line: str, origin: Origin) -> None:
-        if identity[0] not in self.repeatable and (earlier := self._keys.get(identity)) is not None:
+        if identity == (identity[0],) and identity[0] in self.repeatable:
+            return  # a key the format keeps every line of
+        if (earlier := self._keys.get(identity)) is not None:
             raise RefusedProperty(f"the rendered {self.name} already has {earlier}: a second line would replace it; remove this one", origin, line)
         self._keys[identity] = line
 
@@ -111,7 +113,8 @@ class SlurmConfig(ConfigFile):
         line = " ".join(f"{key}={value}" for key, value in [(kind, name), *options])
         if reason := slurm_options.line_objection(self.release, self.file, line):
             raise RefusedProperty(f"{self.file} {line}: {reason}", origin, line)
-        self._claim((kind.lower(), "" if name.upper() == "DEFAULT" else name), line, origin)
+        if name.upper() != "DEFAULT":  # DEFAULT lines set defaults for the definitions after them: any number
+            self._claim((kind.lower(), name), line, origin)
         self._lines.append(line)
         return self
 

@@ -1,5 +1,6 @@
-"""What each Slurm release accepts in slurm.conf, a PartitionName line, cgroup.conf and gres.conf: one table,
-consulted by the renders (they write only lines the target release accepts) and by the stack config (it
+"""What each Slurm release accepts in slurm.conf, a PartitionName or NodeName line, cgroup.conf and gres.conf:
+one table, consulted by the renders' builders (config_files.py: a property the target release does not take
+is refused, or left out where it is the program's own and release-dependent) and by the stack config (it
 refuses free-form lines the release calls defunct or does not know).
 
 Read from SchedMD's sources at each release's newest tag (22.05.11 ... 26.05.3): the option tables and
