@@ -30,9 +30,9 @@ from typing import Any, Optional
 
 import pulumi
 
-from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig
 from .declare import declare
+from .resources import child_opts
 from .slurm import Rendered
 from .slurm.common import HOSTNAME_LABEL, admission_policy, pool_tolerations, tenant_namespaces_selector
 from .tenancy import GPU, LEVELS, POD_PRIORITY, kueue_borrowing_limit, node_share

@@ -19,7 +19,6 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from . import child_opts
 from .charts import (
     CERT_MANAGER,
     GPU_OPERATOR,
@@ -41,6 +40,7 @@ from .config.charts import GPU_TOOLKIT_ENV
 from .declare import declare
 from .monitoring import series
 from .monitoring.monitors import cert_manager_values
+from .resources import child_opts, secret_if
 from .slurm import SlurmPlan, installs_cert_manager
 from .slurm.common import (
     namespaces_in,
@@ -369,7 +369,7 @@ class Operators(pulumi.ComponentResource):
                 namespace=release.namespace,
                 name=release.key,
                 # User values may carry credentials: secret when the operators key is.
-                values=config.secret_if("operators", release.values),
+                values=secret_if(config, "operators", release.values),
                 skip_crds=release.skip_crds,
                 repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=release.repo) if release.repo else None,
                 opts=child_opts(self, opts, depends_on=waits_for),

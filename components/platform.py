@@ -9,7 +9,6 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime.sync_await import _sync_await
 from slurm_rules.config_files import RefusedProperty
 
-from . import warn
 from .capacity_map import capacity_map
 from .config import PlatformConfig, refusal
 from .config.cloud import cloud_summary
@@ -19,11 +18,13 @@ from .kueue import Kueue
 from .kueue import render as kueue_objects
 from .monitoring.component import PROMETHEUS_KINDS, Monitoring
 from .monitoring.component import render as monitoring_objects
-from .munge import MungeKey, rotation_warning
+from .munge import MungeKey
 from .network_policies import NetworkPolicies
 from .node_pools import NodePools
 from .operator_charts import Operators
 from .operator_moves import deployed_operator, move_problems, previous_operator
+from .render.munge import rotation_warning
+from .resources import warn
 from .slurm import SlurmPlan, resolve, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage

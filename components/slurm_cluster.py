@@ -16,10 +16,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic.alias_generators import to_camel
 
-from . import child_opts, warn
 from .config import PlatformConfig
 from .declare import BUILTIN_KINDS, declare, secret_fields
 from .munge import generated_key, secret_data
+from .resources import child_opts, warn
 from .slurm import KeySecret, ReadyWhen, Rendered, SlurmOperator, SlurmPlan
 from .slurm.common import WAIT_FOR_ANNOTATION, unmet_conditions
 

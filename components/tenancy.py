@@ -47,10 +47,10 @@ from typing import Any, Optional
 import pulumi
 from slurm_rules import cell_fit, kube_rules
 
-from . import child_opts
 from .config import NodePoolConfig, PlatformConfig, TenantConfig, platform_storage_classes, quantity_value
 from .config.tenants import cell_entries
 from .declare import declare, secret_fields
+from .resources import child_opts
 from .slurm import AccountingClient, Rendered, operator_module
 from .slurm.client import auth_setup, client_pod_spec
 from .slurm.common import (

@@ -9,9 +9,10 @@ from components.charts import CHART_APIS, HELM_HOOKS, ChartRelease, api_group, i
 from components.config import parse_config
 from components.identity.directory import LdapDirectory
 from components.identity.server import ldap_statefulset, require_tls_script
-from components.munge import MungeKey, munge_workloads, rotation_warning
+from components.munge import MungeKey
 from components.node_pools import NodePools
 from components.operator_charts import Operators, chart_releases
+from components.render.munge import munge_workloads, rotation_warning
 from components.slurm import resolve
 from components.slurm_cluster import SlurmCluster
 from components.storage import Storage

@@ -285,7 +285,7 @@ def test_model_is_frozen():
 def test_config_is_read_from_the_stack(monkeypatch):
     from pulumi.runtime import config as runtime_config
 
-    from components.config import load_config
+    from components.stack_config import load_config
 
     monkeypatch.setattr(
         runtime_config,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import secrets
 
-from components.munge import MUNGE_KEY_FIELD, munge_secret_name
-from components.storage import JAIL_CLAIM, claim_manifest, data_volumes
+from components.render.munge import MUNGE_KEY_FIELD, munge_secret_name
+from components.render.storage import JAIL_CLAIM, claim_manifest, data_volumes
 from scripts.kwok_nodes import stack_config
 from tests.kube import KWOK_STACK, wait_until
 

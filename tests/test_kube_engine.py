@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from components.munge import MUNGE_KEY_FIELD
+from components.render.munge import MUNGE_KEY_FIELD
 from tests.engine import Workspace
 from tests.kube import KWOK_STACK, LocalCluster, contains, wait_until
 

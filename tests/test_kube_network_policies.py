@@ -25,9 +25,10 @@ from typing import Any, Optional
 import pytest
 import yaml
 
-from components import network_policies
 from components.config import PlatformConfig, parse_config
 from components.monitoring import monitors, network, series
+from components.names import MARIADB_PORT, SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, SSHD_PORT
+from components.render import network_policies
 from components.slurm import operator_module, resolve
 from components.slurm.gpu_jobs import maps_gpu_jobs
 from tests.harness import ROOT
@@ -188,27 +189,27 @@ def expected_flows(world: World) -> list[Flow]:
     tenant, stranger = world.tenant, world.stranger
     flows = [
         # Slurm's own traffic.
-        Flow(worker, controller, p.SLURMCTLD_PORT, True),
-        Flow(login, controller, p.SLURMCTLD_PORT, True),
-        Flow(controller, worker, p.SLURMD_PORT, True),
-        Flow(worker, worker, p.SLURMD_PORT, True),
+        Flow(worker, controller, SLURMCTLD_PORT, True),
+        Flow(login, controller, SLURMCTLD_PORT, True),
+        Flow(controller, worker, SLURMD_PORT, True),
+        Flow(worker, worker, SLURMD_PORT, True),
         Flow(worker, worker, 40000, True),  # job traffic: MPI, NCCL, srun's step I/O
         Flow(login, worker, 45000, True),
         # No SSH from login (nor slurmctld) to a worker's sshd: only the ports on either side of it.
-        Flow(login, worker, p.SSH_PORT, False),
-        Flow(controller, worker, p.SSH_PORT, False),
-        Flow(login, worker, p.SSH_PORT - 1, True),
-        Flow(login, worker, p.SSH_PORT + 1, True),
+        Flow(login, worker, SSHD_PORT, False),
+        Flow(controller, worker, SSHD_PORT, False),
+        Flow(login, worker, SSHD_PORT - 1, True),
+        Flow(login, worker, SSHD_PORT + 1, True),
         Flow(worker, login, 45000, True),  # srun's callback ports on the login pod
         Flow(controller, login, 45000, True),
-        Flow(INTERNET, login, p.SSH_PORT, True),
+        Flow(INTERNET, login, SSHD_PORT, True),
         # What stays out.
-        Flow(INTERNET, controller, p.SLURMCTLD_PORT, False),
+        Flow(INTERNET, controller, SLURMCTLD_PORT, False),
         # SSH reaches the login pods only (ACK's head took it before it had a login of its own).
-        Flow(INTERNET, controller, p.SSH_PORT, False),
-        Flow(INTERNET, worker, p.SLURMD_PORT, False),
-        Flow(tenant, controller, p.SLURMCTLD_PORT, False),
-        Flow(tenant, worker, p.SLURMD_PORT, False),
+        Flow(INTERNET, controller, SSHD_PORT, False),
+        Flow(INTERNET, worker, SLURMD_PORT, False),
+        Flow(tenant, controller, SLURMCTLD_PORT, False),
+        Flow(tenant, worker, SLURMD_PORT, False),
         Flow(stranger, worker, 40000, False),
         Flow(tenant, ldap_pod, network_policies.ldap_ports(config)[0]["port"], False),
         Flow(stranger, ldap_pod, network_policies.ldap_ports(config)[-1]["port"], False),
@@ -224,26 +225,26 @@ def expected_flows(world: World) -> list[Flow]:
         *[Flow(pod, address, port, False) for pod in (worker, login, controller, ldap_pod) for address, port in denied(config)],
     ]
     if helper is not None:
-        flows += [Flow(helper, API_SERVER, 6443, True), Flow(helper, worker, p.SLURMD_PORT, False)]
+        flows += [Flow(helper, API_SERVER, 6443, True), Flow(helper, worker, SLURMD_PORT, False)]
     reconciler_job = get("other-ldap-reconciler")
     if reconciler_job is not None:
         # The directory's reconciler writes the config's researchers, as the admin.
         flows += [Flow(reconciler_job, ldap_pod, port["port"], True) for port in network_policies.ldap_ports(config)]
     if slurmdbd is not None:
-        flows += [Flow(client, slurmdbd, p.SLURMDBD_PORT, True) for client in (controller, worker, login)]
-        flows += [Flow(tenant, slurmdbd, p.SLURMDBD_PORT, False)]
+        flows += [Flow(client, slurmdbd, SLURMDBD_PORT, True) for client in (controller, worker, login)]
+        flows += [Flow(tenant, slurmdbd, SLURMDBD_PORT, False)]
         if slurmdbd is not controller:
-            flows += [Flow(slurmdbd, controller, p.SLURMCTLD_PORT, True), Flow(slurmdbd, worker, p.SLURMD_PORT, False)]
+            flows += [Flow(slurmdbd, controller, SLURMCTLD_PORT, True), Flow(slurmdbd, worker, SLURMD_PORT, False)]
     if mariadb is not None and slurmdbd is not None:
-        flows += [Flow(slurmdbd, mariadb, p.MARIADB_PORT, True), Flow(world.mariadb_operator, mariadb, p.MARIADB_PORT, True)]
-        flows += [Flow(source, mariadb, p.MARIADB_PORT, False) for source in (worker, login, controller, ldap_pod, tenant, stranger)]
+        flows += [Flow(slurmdbd, mariadb, MARIADB_PORT, True), Flow(world.mariadb_operator, mariadb, MARIADB_PORT, True)]
+        flows += [Flow(source, mariadb, MARIADB_PORT, False) for source in (worker, login, controller, ldap_pod, tenant, stranger)]
         flows += [Flow(mariadb, INTERNET, 443, False)]
     if slurmrestd is not None:
-        flows += [Flow(world.operator, slurmrestd, p.SLURMRESTD_PORT, True), Flow(worker, slurmrestd, p.SLURMRESTD_PORT, True)]
-        flows += [Flow(tenant, slurmrestd, p.SLURMRESTD_PORT, False), Flow(stranger, slurmrestd, p.SLURMRESTD_PORT, False)]
+        flows += [Flow(world.operator, slurmrestd, SLURMRESTD_PORT, True), Flow(worker, slurmrestd, SLURMRESTD_PORT, True)]
+        flows += [Flow(tenant, slurmrestd, SLURMRESTD_PORT, False), Flow(stranger, slurmrestd, SLURMRESTD_PORT, False)]
     if tenants_job is not None:
-        flows += [Flow(tenants_job, controller, p.SLURMCTLD_PORT, True)]
-        flows += [Flow(tenants_job, slurmdbd, p.SLURMDBD_PORT, True)] if slurmdbd is not None else []
+        flows += [Flow(tenants_job, controller, SLURMCTLD_PORT, True)]
+        flows += [Flow(tenants_job, slurmdbd, SLURMDBD_PORT, True)] if slurmdbd is not None else []
     if world.tenant_namespace:
         # A tenant namespace the stack owns: its pods talk to one another and the internet, and nobody else reaches them.
         flows += [Flow(tenant, world.tenant_peer, 8080, True), Flow(tenant, INTERNET, 443, True)]
@@ -318,9 +319,9 @@ def metrics_flows(config: PlatformConfig) -> tuple[list[Flow], dict[int, str]]:
     flows += [Flow(outsider, pod, port, False) for pod, port in targets for outsider in outsiders]
     # Only the metrics port: not another port of the same pod, nor slurmctld.
     flows += [Flow(scraper, pod, port + 1, False) for pod, port in targets]
-    flows += [Flow(scraper, world.get("controller"), network_policies.SLURMCTLD_PORT, False)]
+    flows += [Flow(scraper, world.get("controller"), SLURMCTLD_PORT, False)]
     if database is not None and database_exporter is not None:
-        flows += [Flow(database_exporter, database, network_policies.MARIADB_PORT, True)]
+        flows += [Flow(database_exporter, database, MARIADB_PORT, True)]
     stack_flows, stack_pods = prometheus_stack_flows(config, scraper, neighbour, [world.tenant, impostor])
     flows += stack_flows
     pods = [*world.pods, world.tenant, scraper, neighbour, impostor, *(pod for pod, _ in targets), *([database] if database else []), *stack_pods]

@@ -9,8 +9,9 @@ from typing import Any
 
 from components.config import parse_config
 from components.identity import clients, names
+from components.names import SSHD_PORT
 from components.slurm import ack, manifest_of, slinky, soperator1, soperator4
-from components.slurm.common import SSHD_PORT, system_placement
+from components.slurm.common import system_placement
 from tests.harness import stack_config
 
 

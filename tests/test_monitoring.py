@@ -12,7 +12,7 @@ from components.charts import CERT_MANAGER, KUEUE, PROMETHEUS_STACK
 from components.config import ConfigError, PlatformConfig, parse_config
 from components.monitoring import component as monitoring
 from components.monitoring import monitors, network, series
-from components.network_policies import MARIADB_PORT
+from components.names import MARIADB_PORT
 from components.operator_charts import chart_releases
 from components.slurm import operator_module, resolve, soperator1
 from components.slurm.slinky import mariadb

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from components import network_policies
 from components.config import ConfigError, parse_config
 from components.identity import names, reconciler, server
+from components.names import MARIADB_PORT, SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, SSHD_PORT
 from components.platform import build_platform
+from components.render import network_policies
 from components.slurm import ack, resolve, slinky, soperator1, soperator4
-from components.slurm.common import SSHD_PORT
 from tests.harness import run_under_mocks, stack_config
 from tests.network import matches, platform_pods
 
@@ -77,17 +77,17 @@ def test_every_pod_is_isolated_both_ways_and_each_slurm_daemon_is_open_on_its_po
             deny = [p for p in selecting(policies, namespace, pod.labels, direction) if p["metadata"]["name"] == "default-deny"]
             assert deny, (operator, pod.role, direction)
     expected: dict[str, set[Any]] = {
-        "controller": {network_policies.SLURMCTLD_PORT},
+        "controller": {SLURMCTLD_PORT},
         "worker": {"all"},
         "login": {SSHD_PORT},
-        "slurmdbd": {network_policies.SLURMDBD_PORT},
-        "slurmrestd": {network_policies.SLURMRESTD_PORT},
-        "mariadb": {network_policies.MARIADB_PORT},
+        "slurmdbd": {SLURMDBD_PORT},
+        "slurmrestd": {SLURMRESTD_PORT},
+        "mariadb": {MARIADB_PORT},
         "ldap": {names.CONTAINER_LDAP_PORT, names.CONTAINER_LDAPS_PORT},
     }
     if config.slurm_operator == "ack":
         # The head pod runs slurmdbd too in the 2024-06 API; SSH reaches the login Deployment, not the head.
-        expected["controller"] |= {network_policies.SLURMDBD_PORT} if "slurmdbd" not in roles else set()
+        expected["controller"] |= {SLURMDBD_PORT} if "slurmdbd" not in roles else set()
         assert SSHD_PORT not in ports_allowed_to(policies, namespace, next(p for p in pods if p.role == "controller").labels)
     checked = 0
     for pod in pods:
@@ -133,7 +133,7 @@ def test_no_login_pod_reaches_a_workers_sshd(operator):
         for worker in workers:
             assert not ingress_allows(policies, source, worker, SSHD_PORT), (operator, source.role, worker.labels)
             assert not ingress_allows(policies, source, worker, SSHD_PORT, "UDP"), (operator, source.role)
-            for port in (network_policies.SLURMD_PORT, SSHD_PORT - 1, SSHD_PORT + 1, 45000, 65535):
+            for port in (SLURMD_PORT, SSHD_PORT - 1, SSHD_PORT + 1, 45000, 65535):
                 assert ingress_allows(policies, source, worker, port), (operator, source.role, port)
     # Workers reach one another on every port (MPI, NCCL, a job's own SSH between its nodes).
     assert ingress_allows(policies, workers[0], workers[-1], SSHD_PORT)
@@ -183,31 +183,31 @@ def test_the_ports_are_the_ones_the_operators_render():
     # ACK: our slurm.conf and the pod templates' container ports.
     config = operator_config("ack-2024-12")
     conf = ack.slurm_conf_config_map(config)["data"]["slurm.conf"]
-    assert re.search(rf"^SlurmctldPort={network_policies.SLURMCTLD_PORT}$", conf, re.MULTILINE)
-    assert re.search(rf"^SlurmdPort={network_policies.SLURMD_PORT}$", conf, re.MULTILINE)
-    assert re.search(rf"^AccountingStoragePort={network_policies.SLURMDBD_PORT}$", conf, re.MULTILINE)
+    assert re.search(rf"^SlurmctldPort={SLURMCTLD_PORT}$", conf, re.MULTILINE)
+    assert re.search(rf"^SlurmdPort={SLURMD_PORT}$", conf, re.MULTILINE)
+    assert re.search(rf"^AccountingStoragePort={SLURMDBD_PORT}$", conf, re.MULTILINE)
     spec = ack.slurm_cluster_manifest(config)["spec"]
 
     def container_ports(template: dict[str, Any]) -> set[int]:
         return {port["containerPort"] for c in template["spec"]["containers"] for port in c.get("ports", [])}
 
-    assert container_ports(spec["slurmctld"]["template"]) == {network_policies.SLURMCTLD_PORT}
-    assert container_ports(ack.login_deployment(config)["spec"]["template"]) == {network_policies.SSH_PORT}
-    assert container_ports(spec["slurmdbd"]["template"]) == {network_policies.SLURMDBD_PORT}
-    assert [container_ports(group["template"]) for group in spec["workerGroupSpecs"]] == [{network_policies.SLURMD_PORT}] * len(config.gpu_pools)
-    assert ack.login_service(config)["spec"]["ports"][0]["targetPort"] == network_policies.SSH_PORT
+    assert container_ports(spec["slurmctld"]["template"]) == {SLURMCTLD_PORT}
+    assert container_ports(ack.login_deployment(config)["spec"]["template"]) == {SSHD_PORT}
+    assert container_ports(spec["slurmdbd"]["template"]) == {SLURMDBD_PORT}
+    assert [container_ports(group["template"]) for group in spec["workerGroupSpecs"]] == [{SLURMD_PORT}] * len(config.gpu_pools)
+    assert ack.login_service(config)["spec"]["ports"][0]["targetPort"] == SSHD_PORT
     # soperator: the ports the SlurmCluster asks for, and our restricted SSH Service's target.
     config = operator_config("soperator-1.14.10")
     nodes = soperator1.slurm_cluster_manifest(config)["spec"]["slurmNodes"]
-    assert nodes["controller"]["slurmctld"]["port"] == network_policies.SLURMCTLD_PORT
-    assert nodes["accounting"]["slurmdbd"]["port"] == network_policies.SLURMDBD_PORT
-    assert nodes["login"]["sshd"]["port"] == network_policies.SSH_PORT == SSHD_PORT
+    assert nodes["controller"]["slurmctld"]["port"] == SLURMCTLD_PORT
+    assert nodes["accounting"]["slurmdbd"]["port"] == SLURMDBD_PORT
+    assert nodes["login"]["sshd"]["port"] == SSHD_PORT == SSHD_PORT
     restricted = soperator1.restricted_login_service(config)
-    assert restricted is not None and restricted["spec"]["ports"][0]["targetPort"] == network_policies.SSH_PORT
+    assert restricted is not None and restricted["spec"]["ports"][0]["targetPort"] == SSHD_PORT
     assert soperator4.rest_node(operator_config("soperator-4.1.7"))["enabled"] is False
     # Slinky: the accounting database port we render (its daemons' ports are the operator's
     # constants, internal/builder/common/const.go and restapibuilder: 6817, 6818, 6819, 6820).
-    assert slinky.storage_config(operator_config("slinky-1.2.1"))["port"] == network_policies.MARIADB_PORT
+    assert slinky.storage_config(operator_config("slinky-1.2.1"))["port"] == MARIADB_PORT
     # LDAP: the server pod's ports, which the Service maps 389 and 636 onto.
     config = operator_config("soperator-1.14.10")
     statefulset = server.ldap_statefulset(config.ldap, config.cluster.namespace)

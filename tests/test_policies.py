@@ -32,8 +32,8 @@ from components.config import ConfigError, PlatformConfig, parse_config
 from components.identity.clients import ldap_conf, nslcd_conf, sssd_conf
 from components.identity.server import ldap_statefulset
 from components.platform import build_platform
+from components.render.storage import claim_manifest, data_volumes, static_volume_manifest
 from components.slurm.soperator1 import restricted_login_service, slurm_cluster_manifest
-from components.storage import claim_manifest, data_volumes, static_volume_manifest
 from tests.harness import ROOT, example_stacks, run_under_mocks, stack_config
 from tools import policy_configs as generated_policy_configs
 

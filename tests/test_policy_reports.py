@@ -13,7 +13,7 @@ import pytest
 from pulumi_policy import PolicyResource
 
 from components.config import parse_config
-from components.node_pools import karpenter_node_pool
+from components.render.node_pools import karpenter_node_pool
 from slurm_policies.quota import stack_demand  # noqa: E402  (tests.test_policies put policies/ on sys.path)
 from tests.harness import stack_config
 from tests.test_policies import (

@@ -30,9 +30,9 @@ import pytest
 
 from components.config import parse_config
 from components.identity.names import PASSWORD_KEY, SECRET_NAME, SEED_SECRET
-from components.munge import munge_secret_name
 from components.operator_charts import chart_releases
 from components.platform import build_platform
+from components.render.munge import munge_secret_name
 from components.slurm import ack, operator_module, resolve
 from components.slurm.common import operator_priority_class_name
 from components.tenancy import POD_PRIORITY, TENANT_ROLE

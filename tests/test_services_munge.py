@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.config import parse_config
-from components.munge import MUNGE_KEY_FIELD, munge_secret_name
+from components.render.munge import MUNGE_KEY_FIELD, munge_secret_name
 from components.slurm import ack
 from tests.engine import ToolchainError, new_workspace
 from tests.harness import stack_config

@@ -46,8 +46,8 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from components.config import NodePoolConfig, PlatformConfig, quantity_value
 from components.identity.names import TLS_CA_KEY
+from components.render.storage import storage_class_manifest
 from components.slurm.common import PRIVATE_DATA
-from components.storage import storage_class_manifest
 from tools.policy_configs import raw_stack_config, stack_config
 from tools.program_mocks import Registered, run_under_mocks
 

@@ -10,7 +10,7 @@ charts), `soperator`, `ack`, `slinky` (each Slurm operator's own settings and
 rules), `storage`, `ldap`, `slurm`, `tenants`, and `platform` (the whole stack).
 `rules` runs the rules across concerns; `parse` turns every problem into a
 message naming the key path (`slurm-platform:storage.jail.size`), the bad value
-and what is allowed; `source` reads the stack from Pulumi; `schema` exports the
+and what is allowed; components/stack_config.py reads the stack from Pulumi; `schema` exports the
 JSON Schema. `load_config()` validates everything before a single resource is
 registered.
 """
@@ -24,7 +24,6 @@ from .platform import PlatformConfig
 from .pools import NodePoolConfig
 from .schema import json_schema
 from .slurm import PartitionConfig, login_lb_annotations
-from .source import load_config
 from .storage import StaticNfsVolume, StorageClassConfig, platform_storage_classes
 from .tenants import POSIX_NAME_PATTERN, RESERVED_POSIX_NAMES, TenantConfig, reserved_namespaces
 
@@ -45,7 +44,6 @@ __all__ = [
     "StorageClassConfig",
     "TenantConfig",
     "json_schema",
-    "load_config",
     "login_lb_annotations",
     "parse_config",
     "platform_storage_classes",

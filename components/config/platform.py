@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Literal, Optional
 
-import pulumi
 from pydantic import Field, PrivateAttr
 from slurm_rules.slurm_release import SlurmRelease, release_in_image_tag
 
@@ -200,7 +199,3 @@ class PlatformConfig(Model):
     def secret_keys(self) -> frozenset[str]:
         """Top-level keys set with `pulumi config set --secret` (everything under them is secret)."""
         return self._secret_keys
-
-    def secret_if(self, key: str, value: Any) -> Any:
-        """`value` as a Pulumi secret when it was built from secret config key `key`."""
-        return pulumi.Output.secret(value) if key in self._secret_keys else value

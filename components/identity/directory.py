@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from .. import child_opts
 from ..config import LdapConfig, TenantConfig
+from ..resources import child_opts
 from .clients import ldap_conf, nslcd_conf, sssd_conf
 from .entries import acl_init_script, seed_ldif, ssha512
 from .names import (

@@ -6,10 +6,10 @@ from typing import Any, Optional
 
 import pulumi
 
-from .. import child_opts
 from ..config import PlatformConfig
 from ..config.monitoring import PrometheusConfig
 from ..declare import declare
+from ..resources import child_opts
 from ..slurm import SlurmPlan
 from . import dashboards, exporter, monitors, network, report, rules
 

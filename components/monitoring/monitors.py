@@ -20,8 +20,8 @@ from typing import Any
 
 from ..charts import KUEUE
 from ..config import PlatformConfig
+from ..names import MARIADB_PORT
 from ..slurm import PodRoles, Selector
-from ..slurm.common import MARIADB_PORT
 from .series import API_VERSION, LABELS
 
 # soperator's exporter container port, by name and number (1.14.10 and 4.1.7: internal/consts/container.go).

@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import PlatformConfig
-from ..network_policies import EVERY_POD, policy, tcp
+from ..names import MARIADB_PORT
+from ..render.network_policies import EVERY_POD, policy, tcp
 from ..slurm import PodRoles, Selector
-from ..slurm.common import MARIADB_PORT, NAMESPACE_NAME_LABEL
+from ..slurm.common import NAMESPACE_NAME_LABEL
 from ..slurm.gpu_jobs import maps_gpu_jobs
 from . import series
 from .monitors import DATABASE_EXPORTER_PORT, LABELS, SOPERATOR_EXPORTER_PORT, database_exporter

@@ -22,9 +22,9 @@ from typing import Any, Optional
 
 from ..config import PlatformConfig, TenantConfig
 from ..identity.names import STATEFULSET_NAME as LDAP_STATEFULSET
+from ..render.storage import JAIL_CLAIM
 from ..slurm import SlurmPlan, installs_cert_manager
 from ..slurm.gpu_jobs import maps_gpu_jobs
-from ..storage import JAIL_CLAIM
 from ..tenancy import GPU
 from . import series
 from .exporter import interval_seconds

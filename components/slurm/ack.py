@@ -42,11 +42,10 @@ from ..charts import ChartRelease, chart_source
 from ..config import AckClusterConfig, NodePoolConfig, PartitionConfig, PlatformConfig, login_lb_annotations
 from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
-from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from ..names import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT
+from ..names import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SSHD_PORT
+from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
-    SSHD_PORT,
     USER_PLACEHOLDER,
     add_tenant_settings,
     awaits_address,

@@ -14,10 +14,8 @@ from slurm_rules.slurm_release import SlurmRelease
 
 from ..config import NodePoolConfig, PartitionConfig, PlatformConfig, PodResources, TenantConfig, login_lb_annotations, quantity_value
 from ..identity.names import TLS_CA_KEY
-from ..names import SLURMDBD_PORT
+from ..names import SLURMDBD_PORT, SSHD_PORT
 from . import AccountingClient, ReadyWhen, Rendered
-
-SSHD_PORT = 22
 
 
 def cluster_name_with(config: PlatformConfig, suffix: str, limit: int) -> str:
@@ -25,8 +23,6 @@ def cluster_name_with(config: PlatformConfig, suffix: str, limit: int) -> str:
     return config.cluster.name[: limit - len(suffix)].rstrip("-") + suffix
 
 
-# slurmdbd's database (the MariaDB operator's), which its NetworkPolicy and its metrics exporter name.
-MARIADB_PORT = 3306
 # Slurm's own pods outrank every tenant PriorityClass (tenancy.POD_PRIORITY, at most 100000) and
 # stay below Kubernetes' system-cluster-critical (2000000000): no tenant pod can preempt a worker.
 SYSTEM_PRIORITY = 1000000
@@ -59,7 +55,7 @@ def system_pools(config: PlatformConfig) -> list[NodePoolConfig]:
 
 def system_placement(config: PlatformConfig) -> dict[str, Any]:
     """nodeSelector/affinity + tolerations for pods off the GPU nodes (PodSpec fields)."""
-    from ..node_pools import node_filter
+    from ..render.node_pools import node_filter
 
     placement = node_filter("system", system_pools(config))
     placement.pop("name")

@@ -22,6 +22,7 @@ from ..config import NodePoolConfig, PartitionConfig, PlatformConfig
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from ..monitoring.monitors import database_metrics
+from ..names import MARIADB_PORT
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
 from .common import (
     USER_PLACEHOLDER,
@@ -257,7 +258,7 @@ def storage_config(config: PlatformConfig) -> dict[str, Any]:
         }
     return {
         "host": f"{n['mariadb']}.{config.cluster.namespace}.svc.cluster.local",
-        "port": 3306,
+        "port": MARIADB_PORT,
         "database": ACCOUNTING_DATABASE,
         "username": "slurm",
         "passwordKeyRef": {"name": n["mariadb_password"], "key": "password"},

@@ -12,11 +12,12 @@ from typing import Any, Optional
 from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import PlatformConfig, PodResources
 from ..monitoring.monitors import database_metrics
-from ..munge import MUNGE_KEY_FIELD, munge_secret_name
-from ..node_pools import NO_GPU_FILTER
-from ..storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
+from ..names import SLURMCTLD_PORT, SLURMDBD_PORT, SSHD_PORT
+from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
+from ..render.node_pools import NO_GPU_FILTER
+from ..render.storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
 from . import AccountingClient, PodRoles, ReadyWhen, Selector
-from .common import SSHD_PORT, awaits_address, node_port_fields, readiness_annotations, resources, unmet_conditions
+from .common import awaits_address, node_port_fields, readiness_annotations, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
 ImageOf = Callable[[PlatformConfig, str], str]
@@ -50,7 +51,7 @@ def accounting_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
     if not accounting.enabled:
         return node
     node.update(
-        slurmdbd={"image": image(config, "slurmdbd"), "port": 6819, "resources": resources(accounting.slurmdbd)},
+        slurmdbd={"image": image(config, "slurmdbd"), "port": SLURMDBD_PORT, "resources": resources(accounting.slurmdbd)},
         munge=munge_container(config, image, accounting.munge),
     )
     if accounting.database == "external":
@@ -89,7 +90,7 @@ def controller_node(config: PlatformConfig, image: ImageOf) -> dict[str, Any]:
     return {
         "size": controller.size,
         "k8sNodeFilterName": NO_GPU_FILTER,
-        "slurmctld": {"image": image(config, "slurmctld"), "port": 6817, "resources": resources(controller.slurmctld)},
+        "slurmctld": {"image": image(config, "slurmctld"), "port": SLURMCTLD_PORT, "resources": resources(controller.slurmctld)},
         "munge": munge_container(config, image, controller.munge),
         "volumes": {"spool": {"volumeSourceName": SPOOL_SOURCE}, "jail": {"volumeSourceName": JAIL_SOURCE}},
     }

@@ -13,10 +13,11 @@ from typing import Any, Optional
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
-from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
-from ..storage import JAIL_SOURCE
+from ..names import SLURMD_PORT, SSHD_PORT
+from ..render.node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
+from ..render.storage import JAIL_SOURCE
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
-from .common import SSHD_PORT, resources
+from .common import resources
 from .soperator import (
     API_VERSION,
     KIND,
@@ -96,7 +97,7 @@ def worker_node(config: PlatformConfig) -> dict[str, Any]:
         "size": worker.size,
         "k8sNodeFilterName": GPU_FILTER,
         "cgroupVersion": worker.cgroup_version,
-        "slurmd": {"image": image(config, "slurmd"), "port": 6818, "resources": slurmd},
+        "slurmd": {"image": image(config, "slurmd"), "port": SLURMD_PORT, "resources": slurmd},
         "munge": soperator.munge_container(config, image, worker.munge),
         "volumes": {
             "spool": {

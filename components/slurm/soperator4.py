@@ -21,11 +21,11 @@ from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
 from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_SECRET
-from ..node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
-from ..storage import JAIL_CLAIM
+from ..names import SLURMD_PORT, SSHD_PORT
+from ..render.node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
+from ..render.storage import JAIL_CLAIM
 from . import AccountingClient, KeySecret, PodRoles, Rendered, gpu_jobs, soperator
 from .common import (
-    SSHD_PORT,
     USER_PLACEHOLDER,
     add_tenant_settings,
     default_memory,
@@ -319,7 +319,7 @@ def nodeset_manifest(config: PlatformConfig, pool: NodePoolConfig) -> dict[str, 
         "nodeConfig": {"features": [pool_feature(config, pool)]},
         "slurmd": {
             "image": {"repository": image_repository(config, "slurmd"), "tag": image_tag(config)},
-            "port": 6818,
+            "port": SLURMD_PORT,
             "resources": {**resources(worker.slurmd), **gpu_resources(config, pool)},
             # NodeSet volumes are core VolumeSources (the CRD has no volumeSourceName here).
             "volumes": {

@@ -7,10 +7,10 @@ from typing import Any
 
 import pulumi
 
-from .fields import PROJECT
-from .parse import ConfigError, parse_stack
-from .platform import PlatformConfig
-from .stacks import StackFile, UnreadableStackFile, read_stack_files
+from .config.fields import PROJECT
+from .config.parse import ConfigError, parse_stack
+from .config.platform import PlatformConfig
+from .config.stacks import StackFile, UnreadableStackFile, read_stack_files
 
 
 def _config_keys() -> list[str]:
