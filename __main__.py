@@ -8,8 +8,8 @@ make), then declare the platform and export its outputs.
 import pulumi
 
 from components.config import ConfigError
-from components.stack_config import load_config
 from components.platform import build_platform
+from components.stack_config import load_config
 from components.stack_traces import keep_program_frames
 
 keep_program_frames()

@@ -28,7 +28,7 @@ from .resources import warn
 from .slurm import SlurmPlan, resolve, uses_munge
 from .slurm_cluster import SlurmCluster, warn_about_removed_workers
 from .storage import Storage
-from .tenancy import Tenants
+from .tenancy.component import Tenants
 from .tenant_stacks import platform_problems, release_problems, tenants_by_stack, unlisted_warning
 
 CLIENT_QPS, CLIENT_BURST = 200, 400
@@ -80,7 +80,7 @@ def build_tenant_stack(config: PlatformConfig, provider: Optional[k8s.Provider] 
     provider = provider or kubernetes_provider(config)
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     # Its accounts' Job waits for slurmdbd itself: the platform stack deployed it.
-    tenants = Tenants("tenants", config, [], opts=opts)
+    tenants = Tenants("tenants", config, plan.accounting_client, [], opts=opts)
     kueue = Kueue("kueue", config, tenants.namespaces, opts=opts) if config.operators.kueue.enabled else None
     if config.network_policies.enabled:
         NetworkPolicies("network-policies", config, plan.pod_roles, tenants.namespaces, opts=opts)
@@ -170,7 +170,7 @@ def build_platform(config: PlatformConfig, provider: Optional[k8s.Provider] = No
     # From here on each object waits for exactly what must exist first (its namespace, the CRDs of its kind, the
     # Slurm cluster where it is a client), never for a whole component or a list that grows with the tenants: the
     # SDK checks every declared dependency for a cycle, so that would make a preview's cost grow with their square.
-    tenants = Tenants("tenants", config, slurm.running, opts=in_namespace) if config.tenants else None
+    tenants = Tenants("tenants", config, plan.accounting_client, slurm.running, opts=in_namespace) if config.tenants else None
     namespaces = {**operators.namespaces, **(tenants.namespaces if tenants else {})}
     kueue = (
         Kueue(

@@ -169,7 +169,11 @@ def test_priority_classes_are_admitted_only_in_their_namespaces(cluster):
     config = parse_config(raw)
     tenant_namespace, slurm_namespace, system_class = raw["tenants"][1]["name"], config.cluster.namespace, system_priority_class_name(config)
     kinds = ("PriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    manifests = [r.manifest for r in operator_module(config).render(config) + tenancy.render(config) if r.manifest["kind"] in kinds]
+    manifests = [
+        r.manifest
+        for r in operator_module(config).render(config) + tenancy.render(config, operator_module(config).accounting_client(config))
+        if r.manifest["kind"] in kinds
+    ]
     assert sorted({m["kind"] for m in manifests}) == sorted(kinds)
     for namespace in (tenant_namespace, slurm_namespace, "elsewhere"):
         if cluster.get("namespace", namespace) is None:
@@ -301,7 +305,9 @@ def tenant_stack(**vision: Any) -> tuple[Any, list[dict[str, Any]]]:
         "Role",
         "RoleBinding",
     )
-    rendered = tenancy.render(config) + operator_module(config).render(config) + kueue.render(config)
+    rendered = (
+        tenancy.render(config, operator_module(config).accounting_client(config)) + operator_module(config).render(config) + kueue.render(config)
+    )
     return config, [r.manifest for r in rendered if r.manifest["kind"] in kinds]
 
 

@@ -217,7 +217,7 @@ def test_a_tenant_namespace_quota_admits_what_kueue_may_admit_for_it():
     assert tenancy.namespace_gpu_quota(config, config.tenants[1]) == 16
     (quota,) = [
         r.manifest
-        for r in tenancy.render(config)
+        for r in tenancy.render(config, operator_module(config).accounting_client(config))
         if r.manifest["metadata"] == {**r.manifest["metadata"], "name": "gpu-guarantee", "namespace": "vision"}
     ]
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}

@@ -140,7 +140,7 @@ def test_the_rule_names_what_components_render():
     """The pack stands alone (no import of components/): its names are tied to the renders here."""
     assert tenancy.POD_SECURITY_LABELS[hardening.POD_SECURITY_ENFORCE] == hardening.POD_SECURITY_LEVEL
     config = parse_config(stack_config(TENANT_STACK))
-    rendered = [r.manifest for r in tenancy.render(config)]
+    rendered = [r.manifest for r in tenancy.render(config, operator_module(config).accounting_client(config))]
     policies = {m["metadata"]["name"] for m in rendered if m["kind"] == "ValidatingAdmissionPolicy"}
     assert set(hardening.TENANT_ADMISSION_POLICIES) <= policies
     assert {m["metadata"]["name"] for m in rendered if m["kind"] == "Role"} == {hardening.TENANT_ROLE}

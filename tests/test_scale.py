@@ -14,9 +14,10 @@ import json
 import pytest
 from pulumi_policy import PolicyResource
 
-from components import tenancy
 from components.config import parse_config
 from components.platform import build_platform
+from components.slurm import resolve
+from components.tenancy.component import Tenants
 from tests.harness import ROOT, Run, run_under_mocks
 from tests.kube import KWOK_STACK
 from tests.scale import BASE_STACK, GPU_NODES, GPUS_PER_NODE, SIZES, scaled_config
@@ -128,7 +129,7 @@ def test_too_many_tenants_for_one_stack_is_refused_at_preview():
     config = parse_config(raw)
 
     def program() -> None:
-        tenancy.Tenants("tenants", config, [])
+        Tenants("tenants", config, resolve(config).accounting_client, [])
 
     objects = sized_objects(run_under_mocks(program, raw))
     one(

@@ -435,7 +435,7 @@ CONTROLLER_SERVICES = {"soperator 4.1.7": "{}-controller-svc", "ack-slurm-operat
 def test_the_client_slurm_conf_names_the_operators_controller_service(operator, stack):
     # scontrol reaches it for the reservations (and without any, every sacctmgr call ends "fatal: Unable to process configuration file").
     config = with_tenants(*two_teams(stack), stack=stack)
-    conf = body(tenancy.client_slurm_conf(config, operator_module(config).accounting_client(config))).splitlines()
+    conf = body(common.client_slurm_conf(config, operator_module(config).accounting_client(config))).splitlines()
     assert conf[:2] == [f"ClusterName={config.cluster.name}", f"SlurmctldHost={CONTROLLER_SERVICES[operator].format(config.cluster.name)}"]
 
 
@@ -457,16 +457,17 @@ def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_featur
         (f"cells.{pool.name}.team-b", 1, ("team-b", *oppo)),
     ]
     partition = tenancy.reservation_partition(config, pool)
-    assert partition and {(r.feature, r.partition) for r in found} == {(feature[operator], partition)}
+    client = operator_module(config).accounting_client(config)
+    assert partition and {(client.node_feature(r.pool), r.partition) for r in found} == {(feature[operator], partition)}
     if operator == "soperator 4.1.7":
         # soperator puts a NodeSet's nodeConfig.features on its Slurm nodes: the pool's NodeSet declares the feature.
         nodeset = next(m for m in manifest_of(operator_module(config).render(config), "NodeSet") if m["metadata"]["name"] == pool.name)
         assert nodeset["spec"]["nodeConfig"] == {"features": [feature[operator]]}
-    script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
+    script = tenancy.sacctmgr_script(config, client)
     for r in found:
         assert (
             f"retry scontrol create reservation ReservationName={r.name} StartTime=now EndTime=2100-01-01T00:00:00 NodeCnt=1 "
-            f'Features={r.feature} PartitionName={partition} Accounts={r.accounts[0]},"$oppo" Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS'
+            f'Features={feature[operator]} PartitionName={partition} Accounts={r.accounts[0]},"$oppo" Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS'
         ) in script
     # The oppo accounts every reservation is open to, named once.
     assert f"\noppo={','.join(oppo)}\n" in script
@@ -519,9 +520,9 @@ def test_the_job_reaches_slurmdbd_with_the_operators_image_and_auth_key(operator
         "secret": {"secretName": client.key_secret, "items": [{"key": client.key, "path": "key"}], "defaultMode": 0o400},
     } in pod["volumes"]
     expected_auth = {"ack-slurm-operator": "auth/munge", "soperator 4.1.7": "auth/munge", "Slinky slurm-operator 1.2.1": "auth/slurm"}[operator]
-    assert f"AuthType={expected_auth}" in tenancy.client_slurm_conf(config, client)
-    assert f"AccountingStorageHost={client.slurmdbd_host}" in tenancy.client_slurm_conf(config, client)
-    for rendered in tenancy.render(config):
+    assert f"AuthType={expected_auth}" in common.client_slurm_conf(config, client)
+    assert f"AccountingStorageHost={client.slurmdbd_host}" in common.client_slurm_conf(config, client)
+    for rendered in tenancy.render(config, operator_module(config).accounting_client(config)):
         assert manifest_errors(rendered.manifest) == [], rendered.role
 
 
@@ -553,7 +554,7 @@ def test_priority_classes_order_prod_test_oppo_and_oppo_never_preempts():
 def test_a_tenant_namespace_is_restricted_with_its_guarantee_and_its_share_of_the_nodes_as_quota():
     stack = OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]
     config = with_tenants(*two_teams(stack), stack=stack)
-    rendered = tenancy.render(config)
+    rendered = tenancy.render(config, operator_module(config).accounting_client(config))
     (namespace,) = manifest_of(rendered, "Namespace")
     assert namespace["metadata"]["name"] == "team-b"
     # Pod Security restricted, enforced (and warned and audited) at a pinned version.
@@ -592,7 +593,7 @@ def test_tenant_pods_and_pod_templates_may_not_pick_gpus_runtimes_or_schedulers_
     verdicts are tests/test_kube_operators.py's."""
     for name, stack in OPERATOR_STACKS.items():
         config = with_tenants(*two_teams(stack), stack=stack)
-        rendered = tenancy.render(config)
+        rendered = tenancy.render(config, operator_module(config).accounting_client(config))
         (policy,) = [p for p in manifest_of(rendered, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-gpu-devices"]
         (binding,) = [b for b in manifest_of(rendered, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] == "slurm-tenant-gpu-devices"]
         assert binding["spec"] == {"policyName": "slurm-tenant-gpu-devices", "validationActions": ["Deny"]}, name
@@ -611,7 +612,11 @@ def test_tenant_pods_and_pod_templates_may_not_pick_gpus_runtimes_or_schedulers_
 
 
 def bounds_of(config, tenant: str) -> dict[str, str]:
-    (quota,) = [q for q in manifest_of(tenancy.render(config), "ResourceQuota") if q["metadata"]["name"] == "pods-and-storage"]
+    (quota,) = [
+        q
+        for q in manifest_of(tenancy.render(config, operator_module(config).accounting_client(config)), "ResourceQuota")
+        if q["metadata"]["name"] == "pods-and-storage"
+    ]
     assert quota["metadata"]["namespace"] == tenant
     return quota["spec"]["hard"]
 
@@ -665,12 +670,20 @@ def test_a_tenant_namespaces_pods_must_select_its_nodes_and_never_the_system_poo
     assert places == [{**pool.selector, **pool.kueue_node_labels}] if kueue else [pool.selector]
     (system,) = [p for p in config.node_pools if not p.has_gpu]
     assert system.selector not in places
-    (policy,) = [p for p in manifest_of(tenancy.render(config), "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "slurm-tenant-placement"]
+    (policy,) = [
+        p
+        for p in manifest_of(tenancy.render(config, operator_module(config).accounting_client(config)), "ValidatingAdmissionPolicy")
+        if p["metadata"]["name"] == "slurm-tenant-placement"
+    ]
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE_LABEL: config.cluster.name}}
     # The policy names pools, never a tenant: the namespace's pool labels pick its places (run in tests/test_kube_operators.py).
     assert "vision" not in json.dumps(policy)
-    (namespace,) = [n for n in manifest_of(tenancy.render(config), "Namespace") if n["metadata"]["name"] == "vision"]
+    (namespace,) = [
+        n
+        for n in manifest_of(tenancy.render(config, operator_module(config).accounting_client(config)), "Namespace")
+        if n["metadata"]["name"] == "vision"
+    ]
     assert [k for k in namespace["metadata"]["labels"] if k.startswith(tenancy.POOL_LABEL_PREFIX)] == [tenancy.POOL_LABEL_PREFIX + pool.name]
     (pools,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "pools"]
     assert pools == f"variables.poolNames.map(p, {json.dumps({pool.name: places[0]})}[p])"
@@ -679,7 +692,7 @@ def test_a_tenant_namespaces_pods_must_select_its_nodes_and_never_the_system_poo
 def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level_and_node():
     for name, stack in OPERATOR_STACKS.items():
         config = with_tenants(*two_teams(stack), stack=stack)
-        (job,) = manifest_of(tenancy.render(config), "Job")
+        (job,) = manifest_of(tenancy.render(config, operator_module(config).accounting_client(config)), "Job")
         assert job["spec"]["template"]["spec"]["priorityClassName"] == f"{config.cluster.name}-slurm-system", name
         # Every worker pod: required anti-affinity to every pod of the tenant namespaces, per node.
         rendered = json.dumps([r.manifest for r in operator_module(config).render(config)])
@@ -689,7 +702,8 @@ def test_the_tenants_job_and_every_slurm_worker_keep_tenant_pods_off_their_level
 
 
 def test_no_tenants_render_nothing():
-    assert tenancy.render(parse_config({**stack_config(OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]), "tenants": []})) == []
+    no_tenants = parse_config({**stack_config(OPERATOR_STACKS["Slinky slurm-operator 1.2.1"]), "tenants": []})
+    assert tenancy.render(no_tenants, operator_module(no_tenants).accounting_client(no_tenants)) == []
 
 
 def test_the_ldap_seed_creates_the_tenants_groups_and_users():
@@ -896,7 +910,7 @@ def test_ldap_runs_at_the_slurm_clusters_class_once_it_exists():
 def test_a_tenant_role_manages_its_workloads_and_never_rbac_quotas_or_network_policies():
     """The Role its kubernetesGroups get: whatever a tenant's jobs need, none of what keeps the namespace safe."""
     config = parse_config(stack_config("prod-hoalac"))
-    by_role = {r.role: r.manifest for r in tenancy.render(config)}
+    by_role = {r.role: r.manifest for r in tenancy.render(config, operator_module(config).accounting_client(config))}
     role, binding = by_role["vision-role"], by_role["vision-role-binding"]
     granted = {(group, resource): set(rule["verbs"]) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
     assert {"create", "delete"} <= granted[("batch", "jobs")] and {"create", "delete"} <= granted[("", "pods")]
@@ -912,7 +926,8 @@ def test_a_tenant_role_manages_its_workloads_and_never_rbac_quotas_or_network_po
     # Without groups the Role is there to bind by hand, and nothing is bound.
     raw = stack_config("prod-hoalac")
     del raw["tenants"][1]["kubernetesGroups"]
-    roles = [r.role for r in tenancy.render(parse_config(raw))]
+    config = parse_config(raw)
+    roles = [r.role for r in tenancy.render(config, operator_module(config).accounting_client(config))]
     assert "vision-role" in roles and "vision-role-binding" not in roles
 
 

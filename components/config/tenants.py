@@ -1,4 +1,4 @@
-"""Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy.py), and their rules."""
+"""Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy/), and their rules."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .platform import PlatformConfig
 
 # ---------------------------------------------------------------------------
-# Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy.py)
+# Tenants: the OpenPAI/HiveD lab's virtual clusters on Slurm (components/tenancy/)
 
 
 TenantPriority = Literal["prod", "test", "oppo"]
@@ -224,7 +224,7 @@ class TenantConfig(Model):
 
     @property
     def slurm_accounts(self) -> tuple[str, ...]:
-        """Its Slurm accounts (components/tenancy.py): its own, and its oppo jobs' where it runs oppo jobs."""
+        """Its Slurm accounts (components/tenancy/): its own, and its oppo jobs' where it runs oppo jobs."""
         return (self.name, *([self.oppo_account] if "oppo" in self.priorities else []))
 
     @property

@@ -37,7 +37,7 @@ SACCT_OUTPUT = "/tmp/sacct.txt"
 
 def guarantees(config: PlatformConfig) -> list[Guarantee]:
     """Each tenant's guarantee per scheduler, as the tenants and Kueue render them: in Slurm its cells' GPUs
-    (TenantConfig.guaranteed_gpus, its account's GrpTRES), used by its account and its oppo account (components/tenancy.py);
+    (TenantConfig.guaranteed_gpus, its account's GrpTRES), used by its account and its oppo account (components/tenancy/);
     in Kueue its kueueCells' GPUs (the nominalQuota of its ClusterQueue, named after it: components/kueue.py)."""
     found = []
     for tenant in config.tenants:

@@ -2,7 +2,7 @@
 
 Recording rules (group `slurm-platform.<cluster>.tenants`): per tenant and scheduler, its guarantee beside its use.
 Slurm: the tenant's cells (`TenantConfig.guaranteed_gpus`) against the GPUs of its two accounts
-(`<tenant>` and `<tenant>-oppo`, components/tenancy.py) from the Slurm exporter. Kueue: its kueueCells
+(`<tenant>` and `<tenant>-oppo`, components/tenancy/) from the Slurm exporter. Kueue: its kueueCells
 (`TenantConfig.kueue_gpus` over the GPU pools) against its ClusterQueue `<tenant>` (components/kueue.py)
 from Kueue's own metrics. Borrowed, lent and GPU-hours follow from those, one rule for all of this
 stack's tenants (another stack's, in the same Prometheus, are its own rules' business).

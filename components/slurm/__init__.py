@@ -17,6 +17,7 @@ entry in `operator_module`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
@@ -90,8 +91,19 @@ class AccountingClient:
     # and a client restricts the credential of some RPCs (scontrol ping) to it, so a client's slurm.conf names it.
     slurm_user: str
     slurm_uid: int
+    # The Slurm node feature each GPU pool's workers carry, by pool (None: every node is the pool's): what a
+    # reservation of the pool's nodes names (`Features=`).
+    node_features: tuple[tuple[str, Optional[str]], ...]
     # munged's own image, run beside sacctmgr, where the Slurm image has no munged (soperator's).
     munge_image: Optional[str] = None
+
+    def node_feature(self, pool: str) -> Optional[str]:
+        return dict(self.node_features)[pool]
+
+
+def node_features(config: PlatformConfig, feature: Callable[[NodePoolConfig], Optional[str]]) -> tuple[tuple[str, Optional[str]], ...]:
+    """`AccountingClient.node_features` from an operator's `pool_feature`."""
+    return tuple((pool.name, feature(pool)) for pool in config.gpu_pools)
 
 
 Selector = dict[str, Any]  # a Kubernetes LabelSelector: matchLabels and/or matchExpressions

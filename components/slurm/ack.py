@@ -44,7 +44,7 @@ from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..names import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SSHD_PORT
 from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
-from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs, node_features
 from .common import (
     USER_PLACEHOLDER,
     add_tenant_settings,
@@ -804,6 +804,7 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
         key=MUNGE_KEY_FIELD,
         slurm_user=SLURM_USER,
         slurm_uid=SLURM_UID,
+        node_features=node_features(config, lambda pool: pool_feature(config, pool)),
     )
 
 

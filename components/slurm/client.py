@@ -1,5 +1,5 @@
 """A pod beside the cluster that runs Slurm's client commands (sacctmgr, scontrol, sacct) as root, who sees
-every job whatever PrivateData hides from tenants: the tenants Job (components/tenancy.py) and the usage
+every job whatever PrivateData hides from tenants: the tenants Job (components/tenancy/) and the usage
 report CronJob (components/monitoring/report.py). The operator's client image and auth (`AccountingClient`),
 a client slurm.conf (common.client_slurm_conf), and what signs its requests: munged or sackd on the key, in the
 client's container (the tenants Job on ACK and Slinky) or in an auth sidecar, the only container that mounts the

@@ -237,7 +237,7 @@ def private_data(config: PlatformConfig) -> str:
 
 
 def tenant_settings(config: PlatformConfig) -> list[tuple[str, object]]:
-    """What the tenants (components/tenancy.py) need from slurm.conf: QOS-weighted
+    """What the tenants (components/tenancy/) need from slurm.conf: QOS-weighted
     multifactor priority, oppo jobs requeued when a guaranteed QOS wants their GPUs,
     limits enforced from slurmdbd (associations carry the guarantees), and each tenant's
     jobs and records hidden from the others (PrivateData)."""

@@ -23,7 +23,7 @@ from ..identity.clients import sshd_settings
 from ..identity.names import SSSD_CA_FILE, SSSD_SECRET
 from ..monitoring.monitors import database_metrics
 from ..names import MARIADB_PORT
-from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs
+from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs, node_features
 from .common import (
     USER_PLACEHOLDER,
     add_tenant_settings,
@@ -422,6 +422,7 @@ def accounting_client(config: PlatformConfig) -> AccountingClient:
         key=SLURM_KEY,
         slurm_user=SLURM_USER,
         slurm_uid=SLURM_UID,
+        node_features=node_features(config, lambda pool: pool_feature(config, pool)),
     )
 
 

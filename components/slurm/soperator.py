@@ -10,13 +10,13 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
-from ..config import PlatformConfig, PodResources
+from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..monitoring.monitors import database_metrics
 from ..names import SLURMCTLD_PORT, SLURMDBD_PORT, SSHD_PORT
 from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..render.node_pools import NO_GPU_FILTER
 from ..render.storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
-from . import AccountingClient, PodRoles, ReadyWhen, Selector
+from . import AccountingClient, PodRoles, ReadyWhen, Selector, node_features
 from .common import awaits_address, node_port_fields, readiness_annotations, resources, unmet_conditions
 
 # A release's image for a component (slurmctld, sshd, munge, ...).
@@ -248,7 +248,7 @@ def soperator_releases(config: PlatformConfig, values: dict[str, Any], after: tu
     ]
 
 
-def accounting_client(config: PlatformConfig, image: ImageOf) -> AccountingClient:
+def accounting_client(config: PlatformConfig, image: ImageOf, feature: Callable[[NodePoolConfig], Optional[str]]) -> AccountingClient:
     """The controller image (Slurm's client commands; munged is soperator's separate munge image,
     as in its own pods), the platform's munge key, and the operator's `<cluster>-accounting-svc`
     and `<cluster>-controller-svc` (soperator's naming.BuildServiceName)."""
@@ -261,5 +261,6 @@ def accounting_client(config: PlatformConfig, image: ImageOf) -> AccountingClien
         key=MUNGE_KEY_FIELD,
         slurm_user=SLURM_USER,
         slurm_uid=SLURM_UID,
+        node_features=node_features(config, feature),
         munge_image=image(config, "munge"),
     )

@@ -265,7 +265,7 @@ def worker_nodes(config: PlatformConfig) -> list[str]:
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
-    return soperator.accounting_client(config, image)
+    return soperator.accounting_client(config, image, lambda pool: pool_feature(config, pool))
 
 
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:

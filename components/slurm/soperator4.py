@@ -482,7 +482,7 @@ removed_workers_warning = no_removed_workers_warning
 
 
 def accounting_client(config: PlatformConfig) -> AccountingClient:
-    return soperator.accounting_client(config, image)
+    return soperator.accounting_client(config, image, lambda pool: pool_feature(config, pool))
 
 
 def pool_feature(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:

@@ -1,0 +1,188 @@
+"""The reservations that hold each tenant's cells (`cells.<stack>.<pool>.<tenant>`), and the scontrol lines that keep them."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Optional
+
+from slurm_rules import cell_fit
+
+from ..config import NodePoolConfig, PlatformConfig
+from ..slurm import AccountingClient
+from ..slurm.common import (
+    OPPO_PARENT_ACCOUNT,
+    partitions_name_parents,
+)
+
+# The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
+RESERVATION_PREFIX = "cells."
+
+
+# Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
+RESERVATION_END = "2100-01-01T00:00:00"
+
+
+# The Job retries a reservation change this often, this far apart (20 minutes, within the Job's
+# activeDeadlineSeconds): slurmctld up, the pool's nodes registered, a retired reservation's last jobs done.
+RESERVATION_RETRY_SECONDS = 5
+
+
+RESERVATION_TRIES = 240
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Whole nodes of a pool kept for one tenant's cells (and every oppo account)."""
+
+    name: str
+    pool: str
+    nodes: int
+    partition: Optional[str]  # where Slurm picks the nodes; None: the default partition
+    accounts: tuple[str, ...]
+
+    @property
+    def tenant(self) -> str:
+        return self.accounts[0]
+
+
+def reservation_partition(config: PlatformConfig, pool: NodePoolConfig) -> Optional[str]:
+    """A partition holding the pool's nodes (Slurm picks a reservation's nodes in one partition):
+    the pool's own first, then the default, then any; None where the operator's default covers every node."""
+    if not config.partitions:
+        return None
+    holding = [p for p in config.partitions if not p.pools or pool.name in p.pools]
+    ranked = sorted(holding, key=lambda p: (p.pools != [pool.name], not p.default))
+    return ranked[0].name if ranked else None
+
+
+def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = False) -> list[cell_fit.CellRequest]:
+    """The tenants' cells on `pool`: Slurm's (`cells`), or Kueue's (`kueueCells`)."""
+    return [
+        cell_fit.CellRequest(t.name, c.pool, c.gpus_per_cell, c.cells)
+        for t in config.tenants
+        for c in (t.kueue_cells if kueue else t.cells)
+        if c.pool == pool.name
+    ]
+
+
+def reservation_prefix(stack: Optional[str]) -> str:
+    """`cells.`, and `cells.<stack>.` for a tenant stack's tenants: each stack's Job keeps (and deletes) its own alone."""
+    return RESERVATION_PREFIX + (f"{stack}." if stack else "")
+
+
+def reservations(config: PlatformConfig) -> list[Reservation]:
+    """Per pool, a reservation for each tenant of the cluster with nodes of its own in the placement of every cell."""
+    oppo = oppo_accounts(config)
+    found = []
+    for pool in config.gpu_pools:
+        requests = cell_requests(config, pool)
+        partition = reservation_partition(config, pool)
+        if not requests or (config.partitions and partition is None):
+            continue  # no cells here, or no partition holds the pool (no job runs there)
+        for tenant, nodes in cell_fit.owned_nodes(pool.worker_replicas, pool.gpus_per_node, requests).items():
+            if nodes:
+                accounts = (tenant, *oppo)
+                name = f"{reservation_prefix(config.stack_of(tenant))}{pool.name}.{tenant}"
+                found.append(Reservation(name, pool.name, nodes, partition, accounts))
+    return found
+
+
+def own_reservations(config: PlatformConfig) -> list[Reservation]:
+    """The reservations of the stack's own tenants: what its Job applies."""
+    own = {t.name for t in config.own_tenants}
+    return [r for r in reservations(config) if r.tenant in own]
+
+
+def reservation_lines(config: PlatformConfig, client: AccountingClient) -> list[str]:
+    """The reservations made exact: ours that are no longer wanted deleted (or, while jobs run in
+    them, no longer magnetic and purged once idle), smaller ones shrunk, then new ones created and
+    grown ones extended, so nodes are freed before they are asked for; then checked. What slurmctld
+    holds is read once per phase into a table by name, not once per reservation, and the oppo
+    accounts every reservation is open to are named once: script and run grow linearly with the tenants."""
+    q = shlex.quote
+    wanted = own_reservations(config)
+    oppo = oppo_accounts(config)
+    prefix = reservation_prefix(config.stack if config.role == "tenants" else None)
+    lines = [
+        "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
+        "retry() {",
+        "  local tries=0 out",
+        '  until out=$("$@" 2>&1); do',
+        f'    (( ++tries < {RESERVATION_TRIES} )) || {{ echo "gave up: $* : $out" >&2; return 1; }}',
+        f'    echo "retrying in {RESERVATION_RETRY_SECONDS} s: $* : $out"; sleep {RESERVATION_RETRY_SECONDS}',
+        "  done",
+        "}",
+        "# Every reservation slurmctld holds, its line by its name: read again after each phase of changes.",
+        "declare -A held",
+        "read_reservations() {",
+        "  local all line name",
+        "  all=$(scontrol -o show reservation)",
+        "  held=()",
+        "  while IFS= read -r line; do",
+        '    name=${line#ReservationName=}; [[ $name == "$line" ]] || held[${name%% *}]=$line',
+        '  done <<<"$all"',
+        "}",
+        "# is NAME KEY VALUE: slurmctld holds reservation NAME with KEY=VALUE; larger NAME N: with more than N nodes.",
+        'is() { [[ "${held[$1]-} " == *" $2=$3 "* ]]; }',
+        "larger() { [[ ${held[$1]-} =~ \\ NodeCnt=([0-9]+) ]] && (( BASH_REMATCH[1] > $2 )); }",
+        'gone() { scontrol delete ReservationName="$1" || { read_reservations && [[ -z ${held[$1]-} ]]; }; }',
+        "# Every oppo account: each reservation is open to its tenant's account and these.",
+        f"oppo={q(','.join(oppo))}",
+        "retry scontrol -o show reservation",
+        "read_reservations",
+        'for name in "${!held[@]}"; do',
+        f"  [[ $name == {q(prefix)}* ]] || continue",
+        *(
+            ["  [[ $name == *.*.*.* ]] && continue  # a tenant stack's (cells.<stack>.<pool>.<tenant>)"]
+            if config.shares_tenants and config.role == "platform"
+            else []
+        ),
+        f"  case $name in {' | '.join(q(r.name) for r in wanted) or q('')}) continue ;; esac",
+        '  if ! scontrol delete ReservationName="$name" 2>/dev/null; then',
+        "    # Jobs still run in it: no new ones go there, and Slurm deletes it a minute after the last (should this Job give up first).",
+        '    scontrol update ReservationName="$name" Flags-=MAGNETIC Flags+=PURGE_COMP=00:01:00',
+        '    retry gone "$name"',
+        "  fi",
+        "done",
+    ]
+    for r in wanted:
+        lines.append(f"if larger {q(r.name)} {r.nodes}; then retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}; fi")
+    lines.append("read_reservations")
+    for r in wanted:
+        feature = client.node_feature(r.pool)
+        where = (f" Features={q(feature)}" if feature else "") + (f" PartitionName={q(r.partition)}" if r.partition else "")
+        accounts = reservation_accounts(r, oppo)
+        lines += [
+            f"if [[ -z ${{held[{q(r.name)}]-}} ]]; then",
+            f"  retry scontrol create reservation ReservationName={q(r.name)} StartTime=now EndTime={RESERVATION_END} NodeCnt={r.nodes}{where} "
+            f"Accounts={accounts} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS",
+            "else",
+            f"  is {q(r.name)} Accounts {accounts} || retry scontrol update ReservationName={q(r.name)} Accounts={accounts}",
+            f"  is {q(r.name)} NodeCnt {r.nodes} || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}",
+            "fi",
+        ]
+    lines.append("read_reservations")
+    for r in wanted:
+        accounts = reservation_accounts(r, oppo)
+        lines.append(
+            f"is {q(r.name)} NodeCnt {r.nodes} && is {q(r.name)} Accounts {accounts} "
+            f'|| {{ echo "slurmctld does not hold: reservation {r.name} of {r.nodes} nodes for "{accounts} >&2; missing=1; }}'
+        )
+    return lines
+
+
+def oppo_accounts(config: PlatformConfig) -> tuple[str, ...]:
+    """What admits every tenant's oppo account to a reservation: opportunistic work may borrow any idle GPU, reserved
+    ones too. Their parent where they have one: a reservation's Accounts= admits an account's children (measured on
+    24.11 and 26.05), so a reservation does not change when another tenant, or another stack's, comes."""
+    if partitions_name_parents(config):
+        return (OPPO_PARENT_ACCOUNT,)
+    return tuple(t.oppo_account for t in config.tenants if "oppo" in t.priorities)
+
+
+def reservation_accounts(reservation: Reservation, oppo: tuple[str, ...]) -> str:
+    """A reservation's Accounts= as one shell word: its tenant's account, then `$oppo` (each named once in the script)."""
+    tenant, *others = reservation.accounts
+    assert tuple(others) == oppo, f"{reservation.name} is open to {others}, not every oppo account"
+    return shlex.quote(tenant) + (',"$oppo"' if oppo else "")
