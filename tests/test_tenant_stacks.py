@@ -167,13 +167,13 @@ def test_a_tenant_stacks_job_applies_its_own_accounts_and_reservations_and_delet
         assert (f"sacctmgr -i add account {name} " in script) == mine, name
         assert (f"ReservationName=cells.faculty-a.h100-{index % 4}.{name} " in script) == mine, name
     # Its reservations are cells.<stack>.*: it deletes no other stack's (the platform's are cells.<pool>.<tenant>).
-    assert "  [[ $name == cells.faculty-a.* ]] || continue" in script
+    assert "\nRESERVATION_PREFIX=cells.faculty-a.\nOTHER_STACKS_RESERVATIONS=none\n" in script
     # Each reservation admits its tenant and every oppo account through their parent: no other stack's tenant is named.
     assert "\noppo=oppo_accounts\n" in script and "team-005" not in script
     platform = script_of(cluster[PLATFORM])
-    assert "  [[ $name == cells.* ]] || continue" in platform and "  [[ $name == *.*.*.* ]] && continue" in platform.replace(
-        "  [[ $name == *.*.*.* ]] && continue  # a tenant stack's (cells.<stack>.<pool>.<tenant>)", "  [[ $name == *.*.*.* ]] && continue"
-    )
+    # The platform's own (cells.<pool>.<tenant>), leaving its tenant stacks' (cells.<stack>.<pool>.<tenant>) alone.
+    assert "\nRESERVATION_PREFIX=cells.\nOTHER_STACKS_RESERVATIONS=keep\n" in platform
+    assert "[[ $OTHER_STACKS_RESERVATIONS == keep && $name == *.*.*.* ]] && continue" in tenancy.STEPS
     assert "sacctmgr -i add account team-002 " not in platform and "sacctmgr -i add account team-000 " in platform
 
 

@@ -39,7 +39,7 @@ The pure builders, a file per output, are re-exported here; the `Tenants` compon
 
 from __future__ import annotations
 
-from .accounts import NOT_REACHABLE_YET, sacctmgr_script
+from .accounts import NOT_REACHABLE_YET, STEPS, sacctmgr_script
 from .admission import (
     PINNED_BY_AFFINITY,
     POD_SPEC,
@@ -100,9 +100,10 @@ from .reservations import (
     oppo_accounts,
     own_reservations,
     reservation_accounts,
-    reservation_lines,
+    reservation_data,
     reservation_partition,
     reservation_prefix,
+    reservation_steps,
     reservations,
 )
 
@@ -131,6 +132,7 @@ __all__ = [
     "RESERVATION_TRIES",
     "Reservation",
     "SCRIPT",
+    "STEPS",
     "TENANT_ROLE",
     "TENANT_RULES",
     "as_quantities",
@@ -155,7 +157,8 @@ __all__ = [
     "qos_names",
     "render",
     "reservation_accounts",
-    "reservation_lines",
+    "reservation_data",
+    "reservation_steps",
     "reservation_partition",
     "reservation_prefix",
     "reservations",

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
+
+from slurm_rules.config_files import RENDERED_BY
 
 from ..config import PlatformConfig
 from ..slurm import AccountingClient
@@ -14,69 +17,47 @@ from ..slurm.common import (
     pool_set_accounts,
 )
 from .quota import LEVELS, QOS_PRIORITY, default_qos, guaranteed_qos, qos_names
-from .reservations import reservation_lines
+from .reservations import reservation_data, reservation_steps
 
 # What sacctmgr prints while slurmdbd is not up yet (or its Service has no address yet);
 # anything else is a fault that waiting does not fix.
 NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service not known", "Connection timed out", "No route to host")
 
 
+# The Job's steps, which act on the data sacctmgr_script renders above them.
+STEPS = (Path(__file__).parent / "accounts.sh").read_text(encoding="utf-8")
+
+
+def shell_function(name: str, body: list[str]) -> list[str]:
+    """`name() { ...; }` (`:` first: a function of no command is a syntax error)."""
+    return [f"{name}() {{", ":", *body, "}"]
+
+
 def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
     """Idempotent and exact: what slurmdbd holds is read once; each entity is added (with its
     settings) when absent and modified only where it differs, so a second run records no
     transaction; then everything is read again and checked. Every per-cluster call names the
-    cluster (a shared slurmdbd has others); any sacctmgr error fails the Job."""
+    cluster (a shared slurmdbd has others); any sacctmgr error fails the Job. The data and the entities' lines
+    are rendered here, the steps are accounts.sh's."""
     q = shlex.quote
     cluster = q(config.cluster.name)
-    assoc_format = "format=Account,ParentName,User,GrpTRES,QOS,DefaultQOS"
-    lines = [
-        "#!/bin/bash",
-        "# The tenants' Slurm accounts, QOS and associations (slurm-platform; components/tenancy.py).",
-        "set -euo pipefail",
-        *auth_setup(client),
-        # Wait only while slurmdbd is unreachable; fail at once on anything else (auth, config, ...).
-        "until out=$(sacctmgr -nP show cluster format=Cluster 2>&1); do",
-        f'  grep -qE {q("|".join(NOT_REACHABLE_YET))} <<<"$out" || {{ echo "$out" >&2; exit 1; }}',
-        f"  echo waiting for slurmdbd at {q(client.slurmdbd_host)}; sleep 5",
-        "done",
-        "read_state() {",
-        "  clusters=$(sacctmgr -nP show cluster format=Cluster)",
-        "  qos=$(sacctmgr -nP show qos format=Name,Priority,Preempt,PreemptMode)",
-        f"  assoc=$(sacctmgr -nP show assoc where cluster={cluster} {assoc_format})",
-        "}",
-        "# has VAR LINE: that exact line; starts VAR PREFIX: a line starting so.",
-        "has() { [[ $'\\n'${!1}$'\\n' == *$'\\n'\"$2\"$'\\n'* ]]; }",
-        "starts() { [[ $'\\n'${!1} == *$'\\n'\"$2\"* ]]; }",
-        "# modify_account ACCOUNT PARENT LISTED SETTING...: moved where its parent differs, then set where its settings",
-        "# (LISTED: GrpTRES|QOS|DefaultQOS as its line ACCOUNT|PARENT||... lists them) differ: a modify that changes nothing fails.",
-        "modify_account() {",
-        "  local account=$1 parent=$2 listed=$3 line; shift 3",
-        f'  starts assoc "$account|$parent|" || sacctmgr -i modify account where name="$account" cluster={cluster} set Parent="$parent"',
-        "  while IFS= read -r line; do",
-        '    if [[ $line == "$account|"?*"||"* && $line != "$account||"* ]]; then',
-        f'      [[ ${{line#"$account|"*"||"}} == "$listed" ]] || sacctmgr -i modify account where name="$account" cluster={cluster} set "$@"',
-        "      return",
-        "    fi",
-        '  done <<<"$assoc"',
-        "}",
-        "read_state",
-        f"has clusters {cluster} || sacctmgr -i add cluster {cluster}",
+    add = [
         "# The ladder: prod > test > oppo; a guaranteed level takes GPUs back from oppo by requeueing it.",
         "# QOS are global in slurmdbd, not per cluster.",
     ]
-    wanted = [f"has clusters {cluster}"]
+    wanted = ['has clusters "$CLUSTER"']
     for level in reversed(LEVELS):  # oppo first: prod and test name it
         settings = f"Priority={QOS_PRIORITY[level]} " + ("PreemptMode=requeue" if level == "oppo" else "Preempt=oppo")
         want = q(f"{level}|{QOS_PRIORITY[level]}|" + ("|requeue" if level == "oppo" else "oppo|cluster"))
-        lines += [
+        add += [
             f"if ! starts qos '{level}|'; then sacctmgr -i add qos {level} {settings}",
             f"elif ! has qos {want}; then sacctmgr -i modify qos where name={level} set {settings}; fi",
         ]
         wanted.append(f"has qos {want}")
     if partitions_name_parents(config):
-        lines.append("# The parents the partitions allow (components/slurm/common.py partition_options): one per set of GPU pools, one for oppo.")
+        add.append("# The parents the partitions allow (components/slurm/common.py partition_options): one per set of GPU pools, one for oppo.")
         for parent in [*pool_set_accounts(config), OPPO_PARENT_ACCOUNT]:
-            lines += [
+            add += [
                 f"if ! starts assoc '{parent}|'; then sacctmgr -i add account {parent} Cluster={cluster} Organization=slurm-platform "
                 f"Description={q('partitions allow its child accounts')}",
                 f"elif ! starts assoc '{parent}|root||'; then sacctmgr -i modify account where name={parent} cluster={cluster} set Parent=root; fi",
@@ -89,13 +70,13 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         if "oppo" in tenant.priorities:
             cap = "-1" if tenant.borrowing_cap is None else str(tenant.borrowing_cap)
             accounts.append((tenant.oppo_account, f"gres/gpu={cap}", ["oppo"], "oppo", parent_account(config, tenant, True)))
-        lines.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
+        add.append(f"# Tenant {tenant.name}: {tenant.guaranteed_gpus} guaranteed GPUs, QOS {','.join(qos_names(tenant))}.")
         for account, limit, qos, default, parent in accounts:
             # As sacctmgr lists them: no limit is empty, an association's QOS sorted by name, a user's parent empty.
             shown = f"{'' if limit.endswith('=-1') else limit}|{','.join(sorted(qos))}|{default}"
             settings = f"QOS={','.join(qos)} DefaultQOS={default}"
             want = q(f"{account}|{parent}||{shown}")
-            lines += [
+            add += [
                 f"if ! starts assoc '{account}|'; then sacctmgr -i add account {account} Cluster={cluster} Parent={parent} "
                 f"Organization={tenant.name} Description={q(f'tenant {tenant.name}')} GrpTRES={limit} {settings}",
                 f"elif ! has assoc {want}; then modify_account {account} {parent} {q(shown)} GrpTRES={limit} {settings}; fi",
@@ -103,13 +84,23 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
             wanted.append(f"has assoc {want}")
             for user in tenant.user_names:
                 user_want = q(f"{account}||{user}||{','.join(sorted(qos))}|{default}")
-                lines += [
+                add += [
                     f"if ! starts assoc '{account}||{user}|'; then sacctmgr -i add user {user} Account={account} Cluster={cluster} {settings}",
                     f"elif ! has assoc {user_want}; then sacctmgr -i modify user where name={user} account={account} cluster={cluster} set {settings}; fi",
                 ]
                 wanted.append(f"has assoc {user_want}")
-    lines += ["# What slurmdbd holds now.", "read_state", "missing=0"]
-    lines += [f'{check} || {{ echo "slurmdbd does not hold: {check.split(" ", 2)[2]}" >&2; missing=1; }}' for check in wanted]
-    lines += reservation_lines(config, client)
-    lines.append("exit $missing")
-    return "\n".join(lines) + "\n"
+    check = [f"{c} || {{ printf 'slurmdbd does not hold: %s\\n' {c.split(' ', 2)[2]} >&2; missing=1; }}" for c in wanted]
+    lines = [
+        "#!/bin/bash",
+        f"# {RENDERED_BY}",
+        "# The tenants' accounts and reservations: what they are, then the steps that make them so (components/tenancy/accounts.sh).",
+        f"CLUSTER={cluster}",
+        f"SLURMDBD_HOST={q(client.slurmdbd_host)}",
+        f"NOT_REACHABLE_YET={q('|'.join(NOT_REACHABLE_YET))}",
+        *reservation_data(config),
+        *shell_function("auth_setup", auth_setup(client)),
+        *shell_function("add_accounts", add),
+        *shell_function("check_accounts", check),
+        *(line for name, body in reservation_steps(config, client).items() for line in shell_function(name, body)),
+    ]
+    return "\n".join(lines) + "\n" + STEPS.split("\n", 1)[1]

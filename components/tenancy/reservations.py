@@ -94,66 +94,38 @@ def own_reservations(config: PlatformConfig) -> list[Reservation]:
     return [r for r in reservations(config) if r.tenant in own]
 
 
-def reservation_lines(config: PlatformConfig, client: AccountingClient) -> list[str]:
-    """The reservations made exact: ours that are no longer wanted deleted (or, while jobs run in
-    them, no longer magnetic and purged once idle), smaller ones shrunk, then new ones created and
-    grown ones extended, so nodes are freed before they are asked for; then checked. What slurmctld
-    holds is read once per phase into a table by name, not once per reservation, and the oppo
-    accounts every reservation is open to are named once: script and run grow linearly with the tenants."""
+def reservation_data(config: PlatformConfig) -> list[str]:
+    """What the Job's reservation steps (accounts.sh) act on: which reservations are ours (the prefix; a platform stack
+    of several leaves its tenant stacks' alone), which are wanted, and the oppo accounts every one is open to, named once."""
+    q = shlex.quote
+    prefix = reservation_prefix(config.stack if config.role == "tenants" else None)
+    others = "keep" if config.shares_tenants and config.role == "platform" else "none"
+    return [
+        f"RESERVATION_PREFIX={q(prefix)}",
+        f"OTHER_STACKS_RESERVATIONS={others}",
+        f"RESERVATION_TRIES={RESERVATION_TRIES}",
+        f"RESERVATION_RETRY_SECONDS={RESERVATION_RETRY_SECONDS}",
+        "# Every oppo account: each reservation is open to its tenant's account and these.",
+        f"oppo={q(','.join(oppo_accounts(config)))}",
+        f"WANTED_RESERVATIONS=({' '.join(q(r.name) for r in own_reservations(config))})",
+    ]
+
+
+def reservation_steps(config: PlatformConfig, client: AccountingClient) -> dict[str, list[str]]:
+    """The reservations made exact, as the bodies of accounts.sh's steps: once ours no longer wanted are gone (or, while
+    jobs run in them, no longer magnetic and purged once idle), smaller ones shrunk, then new ones created and grown ones
+    extended, so nodes are freed before they are asked for; then checked. What slurmctld holds is read once per phase
+    into a table by name, not once per reservation: script and run grow linearly with the tenants."""
     q = shlex.quote
     wanted = own_reservations(config)
     oppo = oppo_accounts(config)
-    prefix = reservation_prefix(config.stack if config.role == "tenants" else None)
-    lines = [
-        "# The reservations of the tenants' cells (slurmctld; retried while it or the pool's nodes are not there yet).",
-        "retry() {",
-        "  local tries=0 out",
-        '  until out=$("$@" 2>&1); do',
-        f'    (( ++tries < {RESERVATION_TRIES} )) || {{ echo "gave up: $* : $out" >&2; return 1; }}',
-        f'    echo "retrying in {RESERVATION_RETRY_SECONDS} s: $* : $out"; sleep {RESERVATION_RETRY_SECONDS}',
-        "  done",
-        "}",
-        "# Every reservation slurmctld holds, its line by its name: read again after each phase of changes.",
-        "declare -A held",
-        "read_reservations() {",
-        "  local all line name",
-        "  all=$(scontrol -o show reservation)",
-        "  held=()",
-        "  while IFS= read -r line; do",
-        '    name=${line#ReservationName=}; [[ $name == "$line" ]] || held[${name%% *}]=$line',
-        '  done <<<"$all"',
-        "}",
-        "# is NAME KEY VALUE: slurmctld holds reservation NAME with KEY=VALUE; larger NAME N: with more than N nodes.",
-        'is() { [[ "${held[$1]-} " == *" $2=$3 "* ]]; }',
-        "larger() { [[ ${held[$1]-} =~ \\ NodeCnt=([0-9]+) ]] && (( BASH_REMATCH[1] > $2 )); }",
-        'gone() { scontrol delete ReservationName="$1" || { read_reservations && [[ -z ${held[$1]-} ]]; }; }',
-        "# Every oppo account: each reservation is open to its tenant's account and these.",
-        f"oppo={q(','.join(oppo))}",
-        "retry scontrol -o show reservation",
-        "read_reservations",
-        'for name in "${!held[@]}"; do',
-        f"  [[ $name == {q(prefix)}* ]] || continue",
-        *(
-            ["  [[ $name == *.*.*.* ]] && continue  # a tenant stack's (cells.<stack>.<pool>.<tenant>)"]
-            if config.shares_tenants and config.role == "platform"
-            else []
-        ),
-        f"  case $name in {' | '.join(q(r.name) for r in wanted) or q('')}) continue ;; esac",
-        '  if ! scontrol delete ReservationName="$name" 2>/dev/null; then',
-        "    # Jobs still run in it: no new ones go there, and Slurm deletes it a minute after the last (should this Job give up first).",
-        '    scontrol update ReservationName="$name" Flags-=MAGNETIC Flags+=PURGE_COMP=00:01:00',
-        '    retry gone "$name"',
-        "  fi",
-        "done",
-    ]
-    for r in wanted:
-        lines.append(f"if larger {q(r.name)} {r.nodes}; then retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}; fi")
-    lines.append("read_reservations")
+    shrink = [f"if larger {q(r.name)} {r.nodes}; then retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}; fi" for r in wanted]
+    create, check = [], []
     for r in wanted:
         feature = client.node_feature(r.pool)
         where = (f" Features={q(feature)}" if feature else "") + (f" PartitionName={q(r.partition)}" if r.partition else "")
         accounts = reservation_accounts(r, oppo)
-        lines += [
+        create += [
             f"if [[ -z ${{held[{q(r.name)}]-}} ]]; then",
             f"  retry scontrol create reservation ReservationName={q(r.name)} StartTime=now EndTime={RESERVATION_END} NodeCnt={r.nodes}{where} "
             f"Accounts={accounts} Flags=MAGNETIC,REPLACE_DOWN,IGNORE_JOBS",
@@ -162,14 +134,12 @@ def reservation_lines(config: PlatformConfig, client: AccountingClient) -> list[
             f"  is {q(r.name)} NodeCnt {r.nodes} || retry scontrol update ReservationName={q(r.name)} NodeCnt={r.nodes}",
             "fi",
         ]
-    lines.append("read_reservations")
-    for r in wanted:
-        accounts = reservation_accounts(r, oppo)
-        lines.append(
-            f"is {q(r.name)} NodeCnt {r.nodes} && is {q(r.name)} Accounts {accounts} "
-            f'|| {{ echo "slurmctld does not hold: reservation {r.name} of {r.nodes} nodes for "{accounts} >&2; missing=1; }}'
-        )
-    return lines
+        check += [
+            f"if ! {{ is {q(r.name)} NodeCnt {r.nodes} && is {q(r.name)} Accounts {accounts}; }}; then",
+            f"  printf 'slurmctld does not hold: reservation %s of %s nodes for %s\\n' {q(r.name)} {r.nodes} {accounts} >&2; missing=1",
+            "fi",
+        ]
+    return {"shrink_reservations": shrink, "create_reservations": create, "check_reservations": check}
 
 
 def oppo_accounts(config: PlatformConfig) -> tuple[str, ...]:
