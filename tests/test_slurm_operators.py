@@ -4,6 +4,9 @@ API generations, and SchedMD's Slinky."""
 
 import copy
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from slurm_rules import confinement
@@ -603,7 +606,8 @@ def test_ack_autoscaling_rbac_and_ignored_fields(ack_config):
     for template in ack_templates(rendered["cluster"].manifest):
         assert "serviceAccountName" not in template["spec"] and template["spec"]["automountServiceAccountToken"] is False
     script = rendered["copilot-script"].manifest["data"]["copilot.sh"]
-    assert "step POWERING_UP /slurm-resume.sh" in script and "step POWERING_DOWN /slurm-suspend.sh" in script
+    assert "\nRESUME_PROGRAM=/slurm-resume.sh\nSUSPEND_PROGRAM=/slurm-suspend.sh\n" in script
+    assert 'step POWERING_UP "$RESUME_PROGRAM"' in script and 'step POWERING_DOWN "$SUSPEND_PROGRAM"' in script
     assert rendered["cluster"].ignore_changes == (
         "spec.workerGroupSpecs[*].replicas",
         "spec.workerGroupSpecs[*].podsToBeCreated",
@@ -793,3 +797,15 @@ def test_contracts_reject_unknown_fields(stack, kind, path):
     target[path[-1]] = {"size": 2} if path[-1] == "worker" else 3
     errors = contract_errors(manifest)
     assert any(path[-1] in e for e in errors), errors
+
+
+@pytest.mark.parametrize("script", ["login", "copilot"])
+def test_acks_rendered_scripts_are_bash_and_pass_shellcheck(script, ack_config, tmp_path):
+    """The data ack.py renders above the steps of ack-login.sh and ack-copilot.sh, checked whole."""
+    path = tmp_path / f"{script}.sh"
+    text = ack.login_script(ack_config) if script == "login" else ack.copilot_script(ack_config)
+    path.write_text(text)
+    assert text.endswith(ack.LOGIN_STEPS if script == "login" else ack.COPILOT_STEPS)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    checked = subprocess.run([str(Path(sys.executable).parent / "shellcheck"), "--shell=bash", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout

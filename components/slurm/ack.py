@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Any, Optional
 
 from slurm_rules import confinement, slurm_options
@@ -44,6 +45,7 @@ from ..identity.clients import MKHOMEDIR_SESSION, sshd_settings
 from ..identity.names import CLIENT_CONFIGMAP, NSLCD_CA_FILE, NSLCD_SECRET, SSSD_CA_FILE, SSSD_SECRET
 from ..names import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SSHD_PORT
 from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
+from ..render.scripts import data_and_steps, shell_function, steps_of
 from . import AccountingClient, KeySecret, PodRoles, ReadyWhen, Rendered, gpu_jobs, node_features
 from .common import (
     USER_PLACEHOLDER,
@@ -104,6 +106,9 @@ COPILOT_POLL_SECONDS = 10
 # The login pods' files (login_config_map) and where they are mounted.
 LOGIN_DIR = "/login"
 LOGIN_SCRIPT = "login.sh"
+# The steps of the login and of the copilot, which act on the data their renderers write above them.
+LOGIN_STEPS = steps_of(Path(__file__).parent / "ack-login.sh")
+COPILOT_STEPS = steps_of(Path(__file__).parent / "ack-copilot.sh")
 LOGIN_APP = "slurm-login"
 # slurmctld's state (every queued job), on a claim of ours: the operator gives the head no volume for it.
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
@@ -407,37 +412,18 @@ def login_sshd_config(config: PlatformConfig) -> str:
 
 
 def login_script(config: PlatformConfig) -> str:
-    """What the login container runs (as the operator's init script does for its pods): slurm.conf into /etc/slurm,
-    munged on the platform's key, sssd on sssd-config for users and groups (NSS) and for keys and the account check
-    (PAM); a researcher's home made at the first login (pam_mkhomedir in sshd's PAM session, private to them);
-    then sshd in the foreground. Host keys are made at start: they change when a login pod is replaced."""
+    """What the login container runs: the steps of ack-login.sh, on this stack's data."""
     settings, q = ack(config), shlex.quote
     needed = ["sshd", "munged", *(["sssd", "sss_ssh_authorizedkeys"] if config.ldap.enabled else [])]
-    lines = [
-        "#!/bin/bash",
-        "# slurm-platform: the ACK login (components/slurm/ack.py).",
-        "set -euo pipefail",
-        'export PATH="$PATH:/usr/sbin:/sbin"',
-        f"for program in {' '.join(needed)}; do",
-        '  command -v "$program" >/dev/null || { echo "slurm.ack.image has no $program: the login needs it" >&2; exit 1; }',
-        "done",
-        "install -d /etc/slurm",
-        f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
-        *munged_lines(q(munge_conf_path(config))),
-        "install -d -m 0700 /root/.ssh",
-        f"install -m 0600 {LOGIN_DIR}/authorized_keys /root/.ssh/authorized_keys",
-        f"install -m 0644 {LOGIN_DIR}/sshd_config /etc/ssh/sshd_config",
-        "ssh-keygen -A",
-        "install -d -m 0755 /run/sshd",
+    data = [
+        f"NEEDED=({' '.join(needed)})",
+        f"SLURM_CONF_DIR={q(settings.slurm_conf_path.rstrip('/'))}",
+        f"LOGIN_DIR={LOGIN_DIR}",
+        f"LDAP={'yes' if config.ldap.enabled else 'no'}",
+        f"MKHOMEDIR_SESSION={q(MKHOMEDIR_SESSION)}",
+        *shell_function("start_munged", munged_lines(q(munge_conf_path(config)))),
     ]
-    if config.ldap.enabled:
-        lines += [
-            r"sed -i -E 's/^(passwd|group|shadow):.*/\1: files sss/' /etc/nsswitch.conf",
-            f"grep -qs pam_mkhomedir /etc/pam.d/sshd || echo {q(MKHOMEDIR_SESSION)} >> /etc/pam.d/sshd",
-            "sssd -D",
-        ]
-    lines.append("exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config")
-    return "\n".join(lines) + "\n"
+    return data_and_steps("The ACK login: its data, then its steps (components/slurm/ack-login.sh).", data, LOGIN_STEPS)
 
 
 def login_config_map(config: PlatformConfig) -> dict[str, Any]:
@@ -598,55 +584,28 @@ def copilot_rbac(config: PlatformConfig) -> list[Rendered]:
 
 
 def copilot_step_function() -> str:
-    """`step STATE PROGRAM`: run PROGRAM once for each node newly in STATE, and forget nodes
-    that left it. The copilot's resume adds a replica on every call, so a node that stays
-    POWERING_UP must not be resumed twice; when sinfo fails nothing is forgotten."""
-    return "\n".join(
-        [
-            "declare -A handled=()",
-            "step() {",
-            "  local state=$1 program=$2 listed node key",
-            "  local -A now=()",
-            '  listed=$(sinfo -h -N -t "$state" -o %N) || { echo "sinfo failed; retrying" >&2; return 0; }',
-            '  for node in $(sort -u <<<"$listed"); do',
-            "    now[$node]=1",
-            '    [ -n "${handled[$state/$node]:-}" ] && continue',
-            '    echo "$state $node: $program"',
-            '    "$program" "$node" && handled[$state/$node]=1',
-            "  done",
-            '  for key in "${!handled[@]}"; do',
-            '    if [ "${key%%/*}" = "$state" ] && [ -z "${now[${key#*/}]:-}" ]; then unset "handled[$key]"; fi',
-            "  done",
-            "}",
-        ]
-    )
+    """ack-copilot.sh's `step STATE PROGRAM` (and the table it keeps), for a test to run alone."""
+    start = COPILOT_STEPS.index("declare -A handled")
+    return COPILOT_STEPS[start : COPILOT_STEPS.index("\n}\n", start) + 2]
 
 
 def copilot_script(config: PlatformConfig) -> str:
-    """A Slurm client (munged + sinfo) that runs the configured resume/suspend programs for the
-    nodes slurmctld powers up or down, with the files the guide's programs read."""
+    """What the copilot container runs: the steps of ack-copilot.sh, on this stack's data."""
     settings, q = ack(config), shlex.quote
     autoscaling = settings.autoscaling
-    lines = [
-        "#!/bin/bash",
-        "# slurm-platform: resumes and suspends CLOUD workers for slurmctld (components/slurm/ack.py).",
-        "set -euo pipefail",
-        f"install -d /etc/slurm {K8S_INFO_DIR} {PODINFO_DIR}",
-        f"cp -L {q(settings.slurm_conf_path.rstrip('/'))}/* /etc/slurm/",
-        f'printf %s "$KUBERNETES_SERVICE_HOST" > {K8S_INFO_DIR}/k8s_svc_host',
-        f'printf %s "$KUBERNETES_SERVICE_PORT" > {K8S_INFO_DIR}/k8s_svc_port',
-        f"printf %s {q(config.cluster.namespace)} > {PODINFO_DIR}/namespace",
-        f"printf '%s\\n' {q(f'{CLUSTER_LABEL}={json.dumps(config.cluster.name)}')} > {PODINFO_DIR}/labels",
-        *munged_lines(q(munge_conf_path(config))),
-        "set +e  # from here on a failing sinfo or program is logged and retried, not fatal",
-        copilot_step_function(),
-        "while true; do",
-        f"  step POWERING_UP {q(autoscaling.resume_program)}",
-        f"  step POWERING_DOWN {q(autoscaling.suspend_program)}",
-        f"  sleep {COPILOT_POLL_SECONDS}",
-        "done",
+    data = [
+        f"SLURM_CONF_DIR={q(settings.slurm_conf_path.rstrip('/'))}",
+        f"K8S_INFO_DIR={K8S_INFO_DIR}",
+        f"PODINFO_DIR={PODINFO_DIR}",
+        f"NAMESPACE={q(config.cluster.namespace)}",
+        f"LABELS={q(f'{CLUSTER_LABEL}={json.dumps(config.cluster.name)}')}",
+        f"RESUME_PROGRAM={q(autoscaling.resume_program)}",
+        f"SUSPEND_PROGRAM={q(autoscaling.suspend_program)}",
+        f"POLL_SECONDS={COPILOT_POLL_SECONDS}",
+        *shell_function("start_munged", munged_lines(q(munge_conf_path(config)))),
     ]
-    return "\n".join(lines) + "\n"
+    what = "The ACK copilot: resumes and suspends CLOUD workers for slurmctld (components/slurm/ack-copilot.sh)."
+    return data_and_steps(what, data, COPILOT_STEPS)
 
 
 def copilot_config_map(config: PlatformConfig) -> dict[str, Any]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from slurm_rules.config_files import RENDERED_BY
-
 from ..config import PlatformConfig
+from ..render.scripts import data_and_steps, shell_function, steps_of
 from ..slurm import AccountingClient
 from ..slurm.client import auth_setup
 from ..slurm.common import (
@@ -25,12 +24,7 @@ NOT_REACHABLE_YET = ("Connection refused", "Unable to resolve", "Name or service
 
 
 # The Job's steps, which act on the data sacctmgr_script renders above them.
-STEPS = (Path(__file__).parent / "accounts.sh").read_text(encoding="utf-8")
-
-
-def shell_function(name: str, body: list[str]) -> list[str]:
-    """`name() { ...; }` (`:` first: a function of no command is a syntax error)."""
-    return [f"{name}() {{", ":", *body, "}"]
+STEPS = steps_of(Path(__file__).parent / "accounts.sh")
 
 
 def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
@@ -90,10 +84,7 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
                 ]
                 wanted.append(f"has assoc {user_want}")
     check = [f"{c} || {{ printf 'slurmdbd does not hold: %s\\n' {c.split(' ', 2)[2]} >&2; missing=1; }}" for c in wanted]
-    lines = [
-        "#!/bin/bash",
-        f"# {RENDERED_BY}",
-        "# The tenants' accounts and reservations: what they are, then the steps that make them so (components/tenancy/accounts.sh).",
+    data = [
         f"CLUSTER={cluster}",
         f"SLURMDBD_HOST={q(client.slurmdbd_host)}",
         f"NOT_REACHABLE_YET={q('|'.join(NOT_REACHABLE_YET))}",
@@ -103,4 +94,5 @@ def sacctmgr_script(config: PlatformConfig, client: AccountingClient) -> str:
         *shell_function("check_accounts", check),
         *(line for name, body in reservation_steps(config, client).items() for line in shell_function(name, body)),
     ]
-    return "\n".join(lines) + "\n" + STEPS.split("\n", 1)[1]
+    what = "The tenants' accounts and reservations: what they are, then the steps that make them so (components/tenancy/accounts.sh)."
+    return data_and_steps(what, data, STEPS)
