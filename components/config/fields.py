@@ -21,6 +21,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError, core_schema
 from slurm_rules import kube_rules, slurm_release
 
+from ..names import LOGIN_SERVICE_SUFFIXES
+
 PROJECT = "slurm-platform"
 
 # ---------------------------------------------------------------------------
@@ -291,7 +293,7 @@ PublicKey = Annotated[str, AfterValidator(_check_public_key)]
 
 # soperator and this program name Services <cluster>-login-svc and <cluster>-login-ssh:
 # DNS-1035 labels, so the cluster name leaves room for the longest suffix.
-DERIVED_SERVICE_SUFFIXES = ("-login-svc", "-login-ssh")
+DERIVED_SERVICE_SUFFIXES = LOGIN_SERVICE_SUFFIXES
 CLUSTER_NAME_MAX = kube_rules.DNS1035_LABEL_MAX - max(map(len, DERIVED_SERVICE_SUFFIXES))
 # Volume source names soperator's SlurmCluster already uses for its own volumes.
 RESERVED_VOLUME_NAMES = ("jail", "controller-spool")

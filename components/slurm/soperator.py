@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..charts import SOPERATOR, SOPERATOR_CRDS, ChartRelease, chart_source, deep_merge, uses_mariadb_operator
 from ..config import NodePoolConfig, PlatformConfig, PodResources
 from ..monitoring.monitors import database_metrics
-from ..names import SLURMCTLD_PORT, SLURMDBD_PORT, SSHD_PORT
+from ..names import SLURMCTLD_PORT, SLURMDBD_PORT, SSHD_PORT, restricted_login_service_name, soperator_login_service_name
 from ..render.munge import MUNGE_KEY_FIELD, munge_secret_name
 from ..render.node_pools import NO_GPU_FILTER
 from ..render.storage import JAIL_SOURCE, SPOOL_SOURCE, data_volumes
@@ -171,8 +171,8 @@ def login_selector(config: PlatformConfig) -> Selector:
 
 def login_service_name(config: PlatformConfig) -> str:
     """The Service users SSH through: our restricted one when ranges are set, else soperator's."""
-    suffix = "login-ssh" if config.slurm.login.allowed_source_ranges else "login-svc"
-    return f"{config.cluster.name}-{suffix}"
+    cluster = config.cluster.name
+    return restricted_login_service_name(cluster) if config.slurm.login.allowed_source_ranges else soperator_login_service_name(cluster)
 
 
 def restricted_login_service(config: PlatformConfig) -> Optional[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from ..charts import ChartRelease
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.soperator import IMAGE_TAGS, image_tag
-from ..names import SLURMD_PORT, SSHD_PORT
+from ..names import SLURMD_PORT, SSHD_PORT, soperator_login_service_name
 from ..render.node_pools import GPU_FILTER, NO_GPU_FILTER, k8s_node_filters
 from ..render.storage import JAIL_SOURCE
 from . import AccountingClient, KeySecret, PodRoles, Rendered, soperator
@@ -153,7 +153,7 @@ def service_names(config: PlatformConfig) -> dict[str, str]:
     cluster = config.cluster.name
     return {
         "controller": f"{cluster}-controller-svc",
-        "login": f"{cluster}-login-svc",
+        "login": soperator_login_service_name(cluster),
         "ssh": login_service_name(config),
     }
 

@@ -92,7 +92,6 @@ from .quota import (
 )
 from .reservations import (
     RESERVATION_END,
-    RESERVATION_PREFIX,
     RESERVATION_RETRY_SECONDS,
     RESERVATION_TRIES,
     Reservation,
@@ -102,7 +101,6 @@ from .reservations import (
     reservation_accounts,
     reservation_data,
     reservation_partition,
-    reservation_prefix,
     reservation_steps,
     reservations,
 )
@@ -127,7 +125,6 @@ __all__ = [
     "QOS_PRIORITY",
     "READ",
     "RESERVATION_END",
-    "RESERVATION_PREFIX",
     "RESERVATION_RETRY_SECONDS",
     "RESERVATION_TRIES",
     "Reservation",
@@ -160,7 +157,6 @@ __all__ = [
     "reservation_data",
     "reservation_steps",
     "reservation_partition",
-    "reservation_prefix",
     "reservations",
     "sacctmgr_job",
     "sacctmgr_script",

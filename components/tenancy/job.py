@@ -6,10 +6,11 @@ import hashlib
 import json
 from typing import Any
 
-from slurm_rules import cell_fit, kube_rules
+from slurm_rules import cell_fit
 
 from ..config import PlatformConfig
 from ..config.tenants import cell_entries
+from ..names import tenants_config_map, tenants_job
 from ..slurm import AccountingClient
 from ..slurm.client import client_pod_spec
 from ..slurm.common import (
@@ -25,14 +26,11 @@ SCRIPT = "sacctmgr.sh"
 
 
 def script_name(config: PlatformConfig) -> str:
-    """The tenants ConfigMap: `<cluster>-tenants`, a tenant stack's `<cluster>-tenants-<stack>` (each stack runs its own)."""
-    return f"{config.cluster.name}-tenants" + (f"-{config.stack}" if config.role == "tenants" else "")
+    return tenants_config_map(config.cluster.name, config.stack if config.role == "tenants" else None)
 
 
 def job_name(config: PlatformConfig) -> str:
-    """`<cluster>-tenants[-<stack>]-<hash>`, the cluster part cut to fit: a Job's name is its pods' `job-name` label (63 at most)."""
-    suffix = script_name(config)[len(config.cluster.name) :] + f"-{tenants_hash(config)}"
-    return config.cluster.name[: kube_rules.LABEL_VALUE_MAX - len(suffix)].rstrip("-") + suffix
+    return tenants_job(config.cluster.name, config.stack if config.role == "tenants" else None, tenants_hash(config))
 
 
 def tenants_hash(config: PlatformConfig) -> str:

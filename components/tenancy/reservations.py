@@ -9,15 +9,12 @@ from typing import Optional
 from slurm_rules import cell_fit
 
 from ..config import NodePoolConfig, PlatformConfig
+from ..names import reservation_name, reservation_prefix
 from ..slurm import AccountingClient
 from ..slurm.common import (
     OPPO_PARENT_ACCOUNT,
     partitions_name_parents,
 )
-
-# The tenants' reservations are named `cells.<pool>.<tenant>` (a pool name has no dot): the Job owns these only.
-RESERVATION_PREFIX = "cells."
-
 
 # Slurm's Duration=infinite is one year; a reservation held for a guarantee ends with the tenant instead.
 RESERVATION_END = "2100-01-01T00:00:00"
@@ -66,11 +63,6 @@ def cell_requests(config: PlatformConfig, pool: NodePoolConfig, kueue: bool = Fa
     ]
 
 
-def reservation_prefix(stack: Optional[str]) -> str:
-    """`cells.`, and `cells.<stack>.` for a tenant stack's tenants: each stack's Job keeps (and deletes) its own alone."""
-    return RESERVATION_PREFIX + (f"{stack}." if stack else "")
-
-
 def reservations(config: PlatformConfig) -> list[Reservation]:
     """Per pool, a reservation for each tenant of the cluster with nodes of its own in the placement of every cell."""
     oppo = oppo_accounts(config)
@@ -83,7 +75,7 @@ def reservations(config: PlatformConfig) -> list[Reservation]:
         for tenant, nodes in cell_fit.owned_nodes(pool.worker_replicas, pool.gpus_per_node, requests).items():
             if nodes:
                 accounts = (tenant, *oppo)
-                name = f"{reservation_prefix(config.stack_of(tenant))}{pool.name}.{tenant}"
+                name = reservation_name(config.stack_of(tenant), pool.name, tenant)
                 found.append(Reservation(name, pool.name, nodes, partition, accounts))
     return found
 
