@@ -146,6 +146,7 @@ docs: $(STAMP)
 	$(PYTHON) -m tools.docs
 
 benchmark: $(STAMP) $(POLICY_STAMP) toolchain
+	$(PYTHON) benchmarks/architecture.py
 	$(PYTHON) benchmarks/evaluation.py
 	$(PYTHON) benchmarks/tenant_cells.py
 	$(PYTHON) benchmarks/monitoring_rules.py

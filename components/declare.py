@@ -4,13 +4,16 @@ policy, Karpenter's NodePools) goes through here."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pydantic.alias_generators import to_snake
 
 from .config import PlatformConfig
+from .rendered import ObjectKey, Rendered, key_of
+from .resources import child_opts
 
 # Built-in kinds the operator modules render, declared with their typed resources.
 BUILTIN_KINDS = {
@@ -58,3 +61,27 @@ def secret_fields(config: PlatformConfig, manifest: dict[str, Any], keys: tuple[
         key: metadata if key == "metadata" else value if key in ("apiVersion", "kind") else pulumi.Output.secret(value)
         for key, value in manifest.items()
     }
+
+
+def declare_each(
+    name: str,
+    rendered: Iterable[Rendered],
+    parent: pulumi.Resource,
+    opts: Optional[pulumi.ResourceOptions],
+    handed: Optional[Mapping[ObjectKey, list[pulumi.Resource]]] = None,
+    fields: Callable[[dict[str, Any]], dict[str, Any]] = lambda manifest: manifest,
+) -> dict[ObjectKey, pulumi.Resource]:
+    """Each rendered object as `<name>-<role>`, a child of `parent`, after exactly what its `after` names: an object
+    declared here before it, or one `handed` in (a namespace another component declares, the running Slurm). Data is
+    protected and retained on delete (`keep`). `fields`: the manifest as declared (secret_fields where config is secret)."""
+    waits: dict[ObjectKey, list[pulumi.Resource]] = dict(handed or {})
+    declared: dict[ObjectKey, pulumi.Resource] = {}
+    for item in rendered:
+        first = [resource for key in item.after for resource in waits.get(key, [])]
+        extra: dict[str, Any] = {"protect": True, "retain_on_delete": True} if item.keep else {}
+        if item.ignore_changes:
+            extra["ignore_changes"] = list(item.ignore_changes)
+        resource = declare(f"{name}-{item.role}", fields(item.manifest), child_opts(parent, opts, depends_on=first or None, **extra))
+        declared[key_of(item.manifest)] = resource
+        waits[key_of(item.manifest)] = [resource]
+    return declared

@@ -31,9 +31,8 @@ from typing import Any, Optional
 import pulumi
 
 from .config import NodePoolConfig, PlatformConfig, TenantConfig
-from .declare import declare
-from .resources import child_opts
-from .slurm import Rendered
+from .declare import declare_each
+from .rendered import Rendered, namespace_key
 from .slurm.common import HOSTNAME_LABEL, admission_policy, pool_tolerations, tenant_namespaces_selector
 from .tenancy import GPU, LEVELS, POD_PRIORITY, kueue_borrowing_limit, node_share
 
@@ -147,13 +146,19 @@ def render(config: PlatformConfig) -> list[Rendered]:
     queued = [tenant for tenant in config.own_tenants if tenant.namespace]
     cluster_wide = [
         *(Rendered(f"{pool.name}-topology", topology(config, pool)) for pool in config.gpu_pools),
-        *(Rendered(f"{pool.name}-flavor", resource_flavor(config, pool)) for pool in config.gpu_pools),
+        *(
+            Rendered(f"{pool.name}-flavor", resource_flavor(config, pool), after=(("Topology", "", flavor_name(config, pool)),))
+            for pool in config.gpu_pools
+        ),
         *(Rendered(f"{level}-priority", workload_priority_class(level)) for level in LEVELS),
     ]
     return [
         *(cluster_wide if config.role == "platform" else []),
         *(Rendered(f"{tenant.name}-cluster-queue", cluster_queue(config, tenant)) for tenant in queued),
-        *(Rendered(f"{tenant.name}-local-queue", local_queue(tenant)) for tenant in queued),
+        *(
+            Rendered(f"{tenant.name}-local-queue", local_queue(tenant), after=(("ClusterQueue", "", tenant.name), namespace_key(tenant.name)))
+            for tenant in queued
+        ),
         *(queue_policies(config) if config.role == "platform" and any(t.namespace for t in config.tenants) else []),
     ]
 
@@ -164,15 +169,6 @@ class Kueue(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: PlatformConfig, namespaces: dict[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("slurm-platform:kueue:Kueue", name, None, opts)
-        declared: dict[tuple[str, str], pulumi.Resource] = {}
-        for rendered in render(config):
-            manifest = rendered.manifest
-            name_of = manifest["metadata"]["name"]
-            needs = {"ResourceFlavor": ("Topology", name_of), "LocalQueue": ("ClusterQueue", name_of)}
-            after = [declared[needs[manifest["kind"]]]] if manifest["kind"] in needs else []
-            if manifest["kind"] == "LocalQueue":
-                after.append(namespaces[manifest["metadata"]["namespace"]])
-            resource = declare(f"{name}-{rendered.role}", manifest, child_opts(self, opts, depends_on=after or None))
-            declared[(manifest["kind"], name_of)] = resource
+        declare_each(name, render(config), self, opts, {namespace_key(n): [namespace] for n, namespace in namespaces.items()})
         self.queues = pulumi.Output.from_input({t.name: t.name if t.namespace else None for t in config.own_tenants})
         self.register_outputs({"queues": self.queues})

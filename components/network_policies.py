@@ -27,12 +27,13 @@ from typing import Optional
 import pulumi
 
 from .config import PlatformConfig
-from .declare import declare
+from .declare import declare_each
 from .render.network_policies import (
     render,
     unknown_cni_warning,
 )
-from .resources import child_opts, warn
+from .rendered import namespace_key
+from .resources import warn
 from .slurm import PodRoles
 
 
@@ -49,9 +50,7 @@ class NetworkPolicies(pulumi.ComponentResource):
     ):
         super().__init__("slurm-platform:network_policies:NetworkPolicies", name, None, opts)
         warn(unknown_cni_warning(config))
-        self.names: list[str] = []
-        for rendered in render(config, roles):
-            namespace = namespaces.get(rendered.manifest["metadata"]["namespace"])
-            declare(f"{name}-{rendered.role}", rendered.manifest, child_opts(self, opts, depends_on=[namespace] if namespace else None))
-            self.names.append(f"{rendered.manifest['metadata']['namespace']}/{rendered.manifest['metadata']['name']}")
+        policies = render(config, roles)
+        declare_each(name, policies, self, opts, {namespace_key(n): [namespace] for n, namespace in namespaces.items()})
+        self.names = [f"{p.manifest['metadata']['namespace']}/{p.manifest['metadata']['name']}" for p in policies]
         self.register_outputs({"networkPolicies": self.names})

@@ -19,7 +19,7 @@ from components.operator_charts import gpu_operator_values
 from components.slurm import gpu_jobs, manifest_of, operator_module
 from components.slurm.ack import slurm_conf
 from tests.contracts import CHART_VALUES_DIR, CONTRACTS, crd_schema, manifest_errors, pruned_fields
-from tests.harness import stack_config
+from tests.harness import body, stack_config
 
 # A stack of each operator; ACK's (staging-hangzhou) with the GPU operator this stack installs.
 OPERATOR_STACKS = {"soperator 4.1.7": "dev-lab", "Slinky slurm-operator 1.2.1": "prod-hcm", "ack-slurm-operator": "staging-hangzhou"}
@@ -118,7 +118,7 @@ def scripts_configured(config) -> dict[str, str]:
             for ref in spec.get(refs, [])
             for key in maps[ref["name"]]["data"]
         }
-    lines = [line.split("=", 1) for line in slurm_conf(config).splitlines()]
+    lines = [line.split("=", 1) for line in body(slurm_conf(config)).splitlines()]
     return {key: value for key, value in lines if key in ("Prolog", "Epilog")}
 
 

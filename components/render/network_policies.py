@@ -10,7 +10,8 @@ from ..config.network import is_address, nfs_servers
 from ..identity import reconciler
 from ..identity.names import APP_LABELS, CONTAINER_LDAP_PORT, CONTAINER_LDAPS_PORT
 from ..names import MARIADB_PORT, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, SSHD_PORT
-from ..slurm import PodRoles, Rendered, Selector
+from ..rendered import Rendered, namespace_key
+from ..slurm import PodRoles, Selector
 from ..slurm.common import NAMESPACE_NAME_LABEL, namespaces_named
 
 LABELS = {"app.kubernetes.io/managed-by": "slurm-platform", "app.kubernetes.io/component": "network-policies"}
@@ -197,9 +198,12 @@ def cluster_policies(config: PlatformConfig, roles: PodRoles) -> list[dict[str, 
 
 def render(config: PlatformConfig, roles: PodRoles) -> list[Rendered]:
     """Every policy: the cluster namespace's (the platform stack's), then each of the stack's tenant namespaces' (roles `tenant-<name>-...`)."""
-    rendered = [Rendered(p["metadata"]["name"], p) for p in cluster_policies(config, roles)] if config.role == "platform" else []
+    cluster = (namespace_key(config.cluster.namespace),)
+    rendered = [Rendered(p["metadata"]["name"], p, after=cluster) for p in cluster_policies(config, roles)] if config.role == "platform" else []
     for namespace in [t.name for t in config.own_tenants if t.namespace]:
-        rendered += [Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p) for p in tenant_policies(config, namespace)]
+        rendered += [
+            Rendered(f"tenant-{namespace}-{p['metadata']['name']}", p, after=(namespace_key(namespace),)) for p in tenant_policies(config, namespace)
+        ]
     return rendered
 
 

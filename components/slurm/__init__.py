@@ -23,43 +23,8 @@ from typing import Any, Optional, Protocol
 
 from ..config import NodePoolConfig, PlatformConfig
 from ..config.charts import CertManagerConfig
-
-
-@dataclass(frozen=True)
-class ReadyWhen:
-    """What an operator's status says once its part of Slurm is ready: `.status.<field>` is `value`. One statement
-    serves the provider's await (readiness_annotations) and the stack's slurmReady output (SlurmCluster)."""
-
-    field: str
-    value: str
-
-    def holds(self, status: Optional[dict[str, Any]]) -> bool:
-        value = (status or {}).get(self.field)
-        # Outputs cross the engine as protobuf Structs, whose numbers are floats: readyReplicas 4 arrives as 4.0.
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        return str(value) == self.value
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """One object to declare, as `f"{component}-{role}"`."""
-
-    role: str
-    manifest: dict[str, Any]
-    # Fields a controller owns on the live object (e.g. autoscaled replicas).
-    ignore_changes: tuple[str, ...] = ()
-    # Data (volumes, a tenant's namespace): protected and retained on delete, like the jail.
-    keep: bool = False
-    # The cluster custom resource whose status the component reports (phase, unmet conditions, not_ready_message),
-    # read back even where nothing awaits it. One the provider awaits (pulumi.com/waitFor) is read back too,
-    # but reports only when it is this one.
-    live_status: bool = False
-    # What its status says once it is ready: awaited where the stack awaits readiness (common.readiness_annotations),
-    # and read back for the slurmReady output either way.
-    ready_when: Optional[ReadyWhen] = None
-    # Declared after the live custom resources: its own await needs what the cluster runs (login pods).
-    after_cluster: bool = False
+from ..rendered import ReadyWhen as ReadyWhen  # re-exported: the operator modules name it beside Rendered
+from ..rendered import Rendered
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config import PlatformConfig, TenantConfig, platform_storage_classes
-from ..slurm import Rendered
+from ..rendered import Rendered, namespace_key
 from ..slurm.common import (
     TENANT_NAMESPACE_LABEL,
 )
@@ -61,6 +61,7 @@ def tenant_bounds(config: PlatformConfig, tenant: TenantConfig) -> Rendered:
             "metadata": {"name": "pods-and-storage", "namespace": tenant.name, "labels": LABELS},
             "spec": {"hard": hard},
         },
+        after=(namespace_key(tenant.name),),
     )
 
 
@@ -94,7 +95,8 @@ def tenant_access(tenant: TenantConfig) -> list[Rendered]:
     """The Role slurm-tenant in its namespace, bound to its kubernetesGroups when it names any."""
     metadata = {"name": TENANT_ROLE, "namespace": tenant.name, "labels": LABELS}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata, "rules": TENANT_RULES}
-    rendered = [Rendered(f"{tenant.name}-role", role)]
+    in_namespace = (namespace_key(tenant.name),)
+    rendered = [Rendered(f"{tenant.name}-role", role, after=in_namespace)]
     if tenant.kubernetes_groups:
         binding = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -103,7 +105,7 @@ def tenant_access(tenant: TenantConfig) -> list[Rendered]:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in tenant.kubernetes_groups],
         }
-        rendered.append(Rendered(f"{tenant.name}-role-binding", binding))
+        rendered.append(Rendered(f"{tenant.name}-role-binding", binding, after=in_namespace))
     return rendered
 
 
@@ -113,6 +115,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
         if not tenant.namespace:
             continue
         metadata = {"namespace": tenant.name, "labels": LABELS}
+        in_namespace = (namespace_key(tenant.name),)
         rendered += [
             # Holds the tenant's workloads and claims: removing the tenant must not delete them (docs/tenants.md: Tenant namespaces).
             Rendered(
@@ -133,6 +136,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                     # Extended resources take only the requests. prefix in a quota.
                     "spec": {"hard": {f"requests.{GPU}": str(namespace_gpu_quota(config, tenant))}},
                 },
+                after=in_namespace,
             ),
             Rendered(
                 f"{tenant.name}-compute-quota",
@@ -142,6 +146,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                     "metadata": {"name": "compute-share", **metadata},
                     "spec": {"hard": namespace_compute_quota(config, tenant)},
                 },
+                after=in_namespace,
             ),
             Rendered(
                 f"{tenant.name}-limit-range",
@@ -152,6 +157,7 @@ def tenant_namespaces(config: PlatformConfig) -> list[Rendered]:
                     # A container that asks nothing gets these, so the quota above admits it; none asks less than min.
                     "spec": {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS, "min": MIN_REQUESTS}]},
                 },
+                after=in_namespace,
             ),
             tenant_bounds(config, tenant),
         ]

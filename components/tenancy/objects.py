@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import PlatformConfig
-from ..slurm import AccountingClient, Rendered
+from ..rendered import RUNNING_SLURM, Rendered, key_of
+from ..slurm import AccountingClient
 from ..slurm.common import (
     tenant_namespace_names,
 )
@@ -40,11 +41,12 @@ def render(config: PlatformConfig, client: AccountingClient) -> list[Rendered]:
     policies selecting tenant namespaces by label) is the platform stack's; each stack declares its own tenants'."""
     if not config.tenants:
         return []
+    script = config_map(config, client)
     return [
         *(cluster_wide(config) if config.role == "platform" else []),
         *tenant_namespaces(config),
-        Rendered("sacctmgr-script", config_map(config, client)),
-        Rendered("sacctmgr", sacctmgr_job(config, client)),
+        Rendered("sacctmgr-script", script),
+        Rendered("sacctmgr", sacctmgr_job(config, client), after=(key_of(script), RUNNING_SLURM)),
     ]
 
 
