@@ -103,7 +103,8 @@ class SlurmConfig(ConfigFile):
         (an option new after it, or retired by it). A key or value no release knows is refused all the same."""
         if slurm_options.accepts(self.release, self.file, key, str(value)):
             return self.set(key, value)
-        if (reason := slurm_options.objection(self.release, self.file, key, str(value))) and "any Slurm release" in reason:
+        if not slurm_options.known_anywhere(self.file, key, str(value)):
+            reason = slurm_options.objection(self.release, self.file, key, str(value))
             raise RefusedProperty(f"{self.file} {key}={value}: {reason}", (), f"{key}={value}")
         return self
 

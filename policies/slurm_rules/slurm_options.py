@@ -234,9 +234,14 @@ def objection(release: SlurmRelease, file: File, key: str, value: str = "") -> O
     return None
 
 
+def known_anywhere(file: File, key: str, value: str = "") -> bool:
+    """Some release the program knows takes `key` (and, where its values are a closed list, `value`) in `file`."""
+    return _known(file, key) and _unknown_value(file, key, value) is None
+
+
 def accepts(release: SlurmRelease, file: File, key: str, value: str = "") -> bool:
     """`release` takes `key=value` in `file` without complaint other than a deprecation warning."""
-    if not _known(file, key) or _unknown_value(file, key, value) is not None:
+    if not known_anywhere(file, key, value):
         return False
     gates = [g for g in _gates(file, key) if g.value is None or g.value.lower() in _items(value)]
     return objection(release, file, key, value) is None or all(g.fate == "deprecated" for g in gates if _verdict(release, g))
