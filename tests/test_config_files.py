@@ -70,7 +70,7 @@ def test_a_property_the_release_calls_defunct_or_does_not_know_is_refused_when_a
     # ...but a key no release knows is refused all the same.
     with pytest.raises(RefusedProperty, match="not a slurm.conf option of any Slurm release"):
         SlurmConfig(NEWEST).set_where_taken("ComunicationParameters", "NoAddrCache")
-    with pytest.raises(RefusedProperty, match="PrologFlags=Contained is not a value of any Slurm release"):
+    with pytest.raises(RefusedProperty, match="PrologFlags=contained is not a value of any Slurm release"):
         SlurmConfig(OLDEST).set_where_taken("PrologFlags", "Contained")
 
 
