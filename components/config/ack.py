@@ -126,7 +126,10 @@ class AckClusterConfig(Model):
         None, description="Existing Secret with key slurmdbd.conf (holds the DB password); needed with slurm.accounting.enabled."
     )
     autoscaling: AckAutoscalingConfig = AckAutoscalingConfig()
-    extra_slurm_conf: list[ConfLine] = Field(default_factory=list, description="Extra slurm.conf lines, appended verbatim (one line each).")
+    extra_slurm_conf: list[ConfLine] = Field(
+        default_factory=list,
+        description="Extra slurm.conf lines, appended (one line each): a key the generated slurm.conf already sets, or a partition or node it already defines, is refused rather than overridden.",
+    )
 
 
 def slurm_release_source(config: PlatformConfig) -> tuple[tuple[str, ...], str]:
