@@ -23,7 +23,7 @@ from components.config.stacks import StackFile
 from components.slurm import ack, slinky
 from components.slurm.common import accounted_gpu_tres, gres_gpus, partitions_name_parents
 from components.slurm.release import SlurmRelease, deployed_release
-from tests.harness import stack_config, without_keys_unread_by
+from tests.harness import body, stack_config, without_keys_unread_by
 from tests.services import (
     CLUSTER_FILES,
     GENERATIONS,
@@ -706,7 +706,7 @@ def test_typed_gpus_take_typed_and_untyped_jobs_refuse_another_type_and_count_ag
     gpu_type, other_type = pool.slurm_gpu_type, "h100" if pool.slurm_gpu_type != "h100" else "l40s"
     cloud = next(line for line in ack.slurm_conf(config).splitlines() if line.startswith(f"NodeName={ack.worker_name_prefix(config, pool)}"))
     gres = next(word for word in cloud.split() if word.startswith("Gres="))
-    (gres_line,) = ack.gres_conf(config).splitlines()
+    (gres_line,) = body(ack.gres_conf(config)).splitlines()
     assert gres == f"Gres=gpu:{gpu_type}:2" and f" Type={gpu_type} " in gres_line, (cloud, gres_line)
     name, cluster = "gpu-typed", f"{config.cluster.name}-typed"
     nodes = {f"{name}-0": ("gpu", 2)}
